@@ -1,0 +1,35 @@
+// The local test bed as integration tests see it: the variables `scripts/testbed env` prints
+// (KUBECONFIG, KUBE_APISERVER_URL, SLURMRESTD_URL, SLURM_JWT, ...). How a bed is started is
+// scripts/testbed's business; this only finds one, or asks the script for one.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace tightrope::testing {
+
+// Parses the `export KEY=value` lines that `scripts/testbed env` prints, with values quoted the
+// way POSIX sh reads them (single quotes, with '"'"' for an embedded quote). Blank lines and
+// comments are skipped; anything else throws std::invalid_argument naming the line.
+std::map<std::string, std::string> parse_env_exports(std::string_view text);
+
+// The bed that integration tests of one binary share.
+//   TESTBED_NAME set (the CTest fixture sets it): that bed, which must be up.
+//   otherwise: a bed of its own ("gtest-<pid>"), brought up at start and destroyed at the end.
+class TestBed : public ::testing::Environment {
+ public:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Throws std::out_of_range naming the variable when the bed did not export it.
+  static const std::string& var(const std::string& key);
+
+ private:
+  static std::map<std::string, std::string>& vars();
+  std::string owned_name_;
+};
+
+}  // namespace tightrope::testing

@@ -1,0 +1,118 @@
+"""The parts of scripts/testbed that need no root, no network and no bed."""
+import base64
+import hashlib
+import hmac
+import json
+import shlex
+import socket
+
+import pytest
+
+
+def test_a_complete_tree_verifies(testbed, tmp_path):
+    top = tmp_path / "tool"
+    (top / "bin").mkdir(parents=True)
+    (top / "bin/kubectl").write_bytes(b"\x7fELF" + b"x" * 1000)
+    testbed.write_manifest(top, ["bin/kubectl"], {"version": "v1"})
+    assert testbed.manifest_problems(top) == []
+
+
+def test_a_truncated_binary_is_reported_as_truncated(testbed, tmp_path):
+    top = tmp_path / "tool"
+    (top / "bin").mkdir(parents=True)
+    (top / "bin/kubectl").write_bytes(b"x" * 1000)
+    testbed.write_manifest(top, ["bin/kubectl"], {})
+    with open(top / "bin/kubectl", "r+b") as f:
+        f.truncate(10)
+    [problem] = testbed.manifest_problems(top)
+    assert "bin/kubectl: size 10, expected 1000 (truncated?)" in problem
+
+
+def test_an_altered_binary_of_the_same_size_is_reported(testbed, tmp_path):
+    top = tmp_path / "tool"
+    (top / "bin").mkdir(parents=True)
+    (top / "bin/kubectl").write_bytes(b"a" * 100)
+    testbed.write_manifest(top, ["bin/kubectl"], {})
+    (top / "bin/kubectl").write_bytes(b"b" * 100)
+    [problem] = testbed.manifest_problems(top)
+    assert "checksum differs" in problem
+
+
+def test_a_missing_build_is_reported_with_the_command_that_builds_it(testbed):
+    with pytest.raises(testbed.BedError) as err:
+        testbed.require_built()
+    assert "not built" in str(err.value)
+    assert "scripts/testbed build" in str(err.value)
+
+
+def test_the_minted_jwt_carries_the_claims_slurm_reads_and_verifies_with_the_key(testbed):
+    key = b"k" * 64
+    token = testbed.mint_jwt(key, "slurm", 3600)
+    header, body, sig = token.split(".")
+    pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
+    claims = json.loads(base64.urlsafe_b64decode(pad(body)))
+    assert json.loads(base64.urlsafe_b64decode(pad(header))) == {"alg": "HS256", "typ": "JWT"}
+    assert claims["sun"] == "slurm"
+    assert claims["exp"] - claims["iat"] == 3600
+    assert {"nbf", "jti", "iss"} <= claims.keys()
+    want = hmac.new(key, f"{header}.{body}".encode(), hashlib.sha256).digest()
+    assert base64.urlsafe_b64decode(pad(sig)) == want
+
+
+def test_ports_in_use_move_the_bed_to_another_block(testbed):
+    bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a")
+    testbed.beds_dir().mkdir(parents=True)
+    first = testbed.allocate_base(bed)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", first + 3))
+        s.listen()
+        second = testbed.allocate_base(bed)
+    assert second != first
+    assert not (second <= first + 3 < second + testbed.PORT_BLOCK)
+
+
+def test_a_bed_keeps_its_block_when_it_is_still_free(testbed):
+    testbed.beds_dir().mkdir(parents=True)
+    bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a")
+    bed.base = testbed.allocate_base(bed) + testbed.PORT_BLOCK * 3
+    assert testbed.allocate_base(bed) == bed.base
+
+
+def test_blocks_owned_by_other_beds_are_skipped(testbed):
+    testbed.beds_dir().mkdir(parents=True)
+    other = testbed.Bed(name="other", dir=testbed.beds_dir() / "other")
+    other.dir.mkdir()
+    other.base = testbed.allocate_base(other)
+    other.save()
+    mine = testbed.Bed(name="mine", dir=testbed.beds_dir() / "mine")
+    assert testbed.allocate_base(mine) != other.base
+
+
+def test_env_lines_are_valid_shell_and_name_the_required_variables(testbed):
+    bed = testbed.Bed(name="x y", dir=testbed.beds_dir() / "x y", base=21000)
+    lines = testbed.env_lines(bed)
+    values = {}
+    for line in lines:
+        word, assignment = shlex.split(line)
+        assert word == "export"
+        key, value = assignment.split("=", 1)
+        values[key] = value
+    required = {"KUBECONFIG", "SLURMRESTD_URL", "SLURM_JWT", "SLURM_JWT_KEY", "SLURM_ROOT", "TESTBED_DIR"}
+    assert required <= values.keys()
+    assert values["SLURMRESTD_URL"] == "http://127.0.0.1:21008"
+    assert values["TESTBED_DIR"].endswith("/x y")
+
+
+def test_every_port_of_a_bed_is_inside_its_block(testbed):
+    bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a", base=22000, nodes=testbed.MAX_NODES)
+    ports = [bed.port(k) for k in testbed.OFFSETS] + [bed.node_port(i) for i in range(1, bed.nodes + 1)]
+    assert len(set(ports)) == len(ports)
+    assert all(22000 <= p < 22000 + testbed.PORT_BLOCK for p in ports)
+
+
+def test_the_slurm_conf_binds_daemons_to_their_addresses_not_to_any(testbed):
+    bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a", base=22000)
+    conf = testbed.slurm_conf(bed)
+    assert "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny" in conf
+    assert "SlurmctldPort=22006" in conf
+    assert "Topology=" not in conf  # an empty Topology= swallows the next token
