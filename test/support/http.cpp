@@ -103,8 +103,7 @@ HttpResponse http_stream_lines(const HttpRequest& request,
   return HttpResponse{status_of(curl.get()), state.buffer};
 }
 
-HttpRequest KubeAccess::request(std::string method, std::string_view path,
-                                std::string body) const {
+HttpRequest KubeAccess::request(std::string method, std::string_view path, std::string body) const {
   HttpRequest r;
   r.method = std::move(method);
   r.url = server + std::string(path);

@@ -5,6 +5,8 @@
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new tightrope::testing::TestBed);  // gtest takes ownership
+  // gtest takes ownership of the environment and deletes it at exit.
+  ::testing::AddGlobalTestEnvironment(
+      new tightrope::testing::TestBed);  // NOLINT(cppcoreguidelines-owning-memory)
   return RUN_ALL_TESTS();
 }

@@ -55,7 +55,9 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
-std::string testbed_script() { return std::string(TIGHTROPE_SOURCE_DIR) + "/scripts/testbed"; }
+std::string testbed_script() {
+  return std::string(TIGHTROPE_SOURCE_DIR) + "/scripts/testbed";
+}
 
 }  // namespace
 

@@ -16,7 +16,9 @@ namespace {
 
 using nlohmann::json;
 
-KubeAccess kube() { return kube_access_from(TestBed::var("KUBECONFIG")); }
+KubeAccess kube() {
+  return kube_access_from(TestBed::var("KUBECONFIG"));
+}
 
 std::string unique(const std::string& prefix) {
   return prefix + "-" +
@@ -67,11 +69,10 @@ TEST(KubeSmoke, ANewNamespaceShowsInAWatch) {
   const auto list = must(http(kube().request("GET", "/api/v1/namespaces")), 200);
   const std::string rv = list.at("metadata").at("resourceVersion");
   const std::string name = unique("smoke-ns");
-  must(http(kube().request("POST", "/api/v1/namespaces",
-                           json{{"apiVersion", "v1"},
-                                {"kind", "Namespace"},
-                                {"metadata", {{"name", name}}}}
-                               .dump())),
+  must(http(kube().request(
+           "POST", "/api/v1/namespaces",
+           json{{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}}
+               .dump())),
        201);
   const json event = await_event("/api/v1/namespaces", rv, "ADDED", name);
   ASSERT_FALSE(event.is_null()) << "no ADDED event for namespace " << name;
@@ -122,8 +123,8 @@ TEST(KubeSmoke, ACustomResourceDefinitionServesAndWatchesItsKind) {
                             {{"spec",
                               {{"type", "object"},
                                {"properties", {{"size", {{"type", "integer"}}}}}}}}}}}}}}})}}}};
-  const auto post = http(kube().request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                                        crd.dump()));
+  const auto post = http(kube().request(
+      "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.dump()));
   ASSERT_TRUE(post.status == 201 || post.status == 409) << post.body;  // 409: an earlier run's
   const std::string path = "/apis/" + group + "/v1/namespaces/default/" + plural;
   // The new resource is served once the CRD is Established (discovery catches up in ~1 s).
