@@ -110,6 +110,13 @@ def test_every_port_of_a_bed_is_inside_its_block(testbed):
     assert all(22000 <= p < 22000 + testbed.PORT_BLOCK for p in ports)
 
 
+@pytest.mark.parametrize("state,ready", [("idle", True), ("maint", True), ("mixed", True),
+                                         ("idle*", False), ("drained", False), ("down*", False),
+                                         ("future", False), ("idle~", False)])
+def test_a_node_is_ready_when_it_answers_and_can_take_work(testbed, state, ready):
+    assert testbed.node_ready(state) is ready
+
+
 def test_the_slurm_conf_binds_daemons_to_their_addresses_not_to_any(testbed):
     bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a", base=22000)
     conf = testbed.slurm_conf(bed)

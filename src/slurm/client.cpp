@@ -1,0 +1,351 @@
+#include "slurm/client.hpp"
+
+#include <algorithm>
+#include <thread>
+
+namespace tightrope::slurm {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kAlreadyDone = 2021;  // ESLURM_ALREADY_DONE: the job had finished already
+
+int64_t epoch_seconds(Time t) {
+  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+Error unavailable(const std::string& message) {
+  return Error{ErrorKind::kUnavailable, 0, message, {}};
+}
+
+}  // namespace
+
+Client::Client(ClientOptions options, std::shared_ptr<TokenSource> tokens)
+    : options_(std::move(options)), tokens_(std::move(tokens)) {
+  while (!options_.url.empty() && options_.url.back() == '/') {
+    options_.url.pop_back();
+  }
+}
+
+std::string Client::api(const std::string& path) const {
+  return "/slurm/" + std::string(options_.version->name) + path;
+}
+
+Result<Client::Answer> Client::attempt(const std::string& method, const std::string& path,
+                                       const std::string& body) {
+  auto token = tokens_->token();
+  if (!token) {
+    return fail(token.error());
+  }
+  http::Request req;
+  req.method = method;
+  req.url = options_.url + path;
+  req.body = body;
+  req.timeout = options_.timeout;
+  req.headers = {{"X-SLURM-USER-TOKEN", *token}, {"Accept", "application/json"}};
+  if (!body.empty()) {
+    req.headers.emplace_back("Content-Type", "application/json");
+  }
+  if (!options_.user_name.empty()) {
+    req.headers.emplace_back("X-SLURM-USER-NAME", options_.user_name);
+  }
+  const std::string what = method + " " + path;
+  auto sent = http_.send(req);
+  if (!sent) {
+    Error e = unavailable(sent.error().message);
+    // Remember whether the request can have reached the server (see call()).
+    e.http_status = sent.error().kind == http::TransportError::Kind::kConnect ? -1 : 0;
+    return fail(std::move(e));
+  }
+  Answer answer{sent->status, json()};
+  if (answer.status == 304) {
+    return answer;
+  }
+  if (!sent->body.empty()) {
+    answer.doc = json::parse(sent->body, nullptr, /*allow_exceptions=*/false);
+  }
+  if (answer.doc.is_discarded()) {
+    if (answer.status >= 200 && answer.status < 300) {
+      return fail(Error{ErrorKind::kProtocol, answer.status, what + ": answer is not JSON", {}});
+    }
+    return fail(classify(what, answer.status, {}, sent->body));
+  }
+  auto entries = decode_errors(answer.doc);
+  if (answer.status >= 200 && answer.status < 300 && entries.empty()) {
+    return answer;
+  }
+  return fail(classify(what, answer.status, std::move(entries)));
+}
+
+Result<Client::Answer> Client::call(const std::string& method, const std::string& path,
+                                    const std::optional<json>& body, Safety safety) {
+  const std::string payload = body ? body->dump() : std::string{};
+  auto delay = options_.backoff_initial;
+  bool reauthorized = false;
+  for (int n = 1;; ++n) {
+    auto answer = attempt(method, path, payload);
+    if (answer) {
+      return answer;
+    }
+    const Error& e = answer.error();
+    if (e.kind == ErrorKind::kUnauthorized && !reauthorized) {
+      // An expired or rotated token: one more try with a fresh one.
+      tokens_->invalidate();
+      reauthorized = true;
+      continue;
+    }
+    // Retry only what cannot have half-happened: a request that never reached slurmrestd
+    // (http_status -1), or a timed-out one that is safe to repeat.
+    const bool never_sent = e.http_status == -1;
+    const bool repeatable = safety == Safety::kIdempotent && e.http_status == 0;
+    if (e.kind != ErrorKind::kUnavailable || !(never_sent || repeatable) ||
+        n >= options_.max_attempts) {
+      Error out = e;
+      out.http_status = std::max(out.http_status, 0L);
+      return fail(std::move(out));
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, options_.backoff_max);
+  }
+}
+
+Result<Conditional<NodeList>> Client::list_nodes(const NodeQuery& query) {
+  std::string path = api("/nodes");
+  std::string sep = "?";
+  if (query.changed_since) {
+    path += sep + "update_time=" + std::to_string(epoch_seconds(*query.changed_since));
+    sep = "&";
+  }
+  if (query.include_future) {
+    path += sep + "flags=FUTURE";
+  }
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  if (answer->status == 304) {
+    return Conditional<NodeList>{false, {}};
+  }
+  auto list = decode_nodes(answer->doc, *options_.version);
+  if (!list) {
+    return fail(list.error());
+  }
+  return Conditional<NodeList>{true, std::move(*list)};
+}
+
+Result<Node> Client::get_node(const std::string& name) {
+  auto list = list_nodes(NodeQuery{std::nullopt, true});
+  if (!list) {
+    return fail(list.error());
+  }
+  for (auto& node : list->list.nodes) {
+    if (node.name == name) {
+      return std::move(node);
+    }
+  }
+  return fail(Error{ErrorKind::kNotFound, 200, "GET " + api("/nodes") + ": no node " + name, {}});
+}
+
+Result<Done> Client::update_node(const std::string& name, const NodeUpdate& update) {
+  auto answer = call("POST", api("/node/" + name), encode_node_update(update, *options_.version),
+                     Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Done> Client::drain(const std::string& name, const std::string& reason) {
+  NodeUpdate u;
+  u.state = {"DRAIN"};
+  u.reason = reason;
+  return update_node(name, u);
+}
+
+Result<Done> Client::resume(const std::string& name) {
+  NodeUpdate u;
+  u.state = {"RESUME"};
+  return update_node(name, u);
+}
+
+Result<Done> Client::undrain(const std::string& name) {
+  NodeUpdate u;
+  u.state = {"UNDRAIN"};
+  return update_node(name, u);
+}
+
+Result<Done> Client::set_down(const std::string& name, const std::string& reason) {
+  NodeUpdate u;
+  u.state = {"DOWN"};
+  u.reason = reason;
+  return update_node(name, u);
+}
+
+Result<Done> Client::create_node(const std::string& node_conf) {
+  // Not repeated on a timeout: a second create of the same name fails and hides the first.
+  auto answer = call("POST", api("/new/node"), json{{"node_conf", node_conf}}, Safety::kOnce);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Done> Client::delete_node(const std::string& name) {
+  auto answer = call("DELETE", api("/node/" + name), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<JobList> Client::list_jobs() {
+  auto answer = call("GET", api("/jobs"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return decode_jobs(answer->doc, *options_.version);
+}
+
+Result<Job> Client::get_job(int64_t id) {
+  auto answer = call("GET", api("/job/" + std::to_string(id)), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  auto list = decode_jobs(answer->doc, *options_.version);
+  if (!list) {
+    return fail(list.error());
+  }
+  if (list->jobs.empty()) {
+    return fail(Error{ErrorKind::kNotFound, answer->status, "no job " + std::to_string(id), {}});
+  }
+  return std::move(list->jobs.front());
+}
+
+Result<int64_t> Client::submit_job(const JobSubmission& job) {
+  auto answer = call("POST", api("/job/submit"), encode_job_submission(job, *options_.version),
+                     Safety::kOnce);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  const json* id = answer->doc.contains("job_id") ? &answer->doc["job_id"] : nullptr;
+  if (id == nullptr || !id->is_number_integer()) {
+    return fail(Error{ErrorKind::kProtocol, answer->status, "job/submit: no job_id in answer", {}});
+  }
+  return id->get<int64_t>();
+}
+
+Result<Done> Client::update_job(int64_t id, const json& changes) {
+  auto answer = call("POST", api("/job/" + std::to_string(id)), changes, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Done> Client::cancel_job(int64_t id) {
+  const std::string path = api("/job/" + std::to_string(id));
+  auto answer = call("DELETE", path, std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  // Per-job outcomes come in `status[]`, with HTTP 200 even for an unknown job.
+  if (const auto it = answer->doc.find("status"); it != answer->doc.end() && it->is_array()) {
+    for (const auto& s : *it) {
+      const int code = s.value("/error/code"_json_pointer, 0);
+      if (code == 0 || code == kAlreadyDone) {
+        continue;
+      }
+      const std::string text = s.value("/error/string"_json_pointer, std::string("error"));
+      ApiErrorEntry entry{code, text, "cancel job " + std::to_string(id), "status"};
+      return fail(classify("DELETE " + path, answer->status, {entry}));
+    }
+  }
+  return Done{};
+}
+
+Result<std::vector<Partition>> Client::list_partitions() {
+  auto answer = call("GET", api("/partitions"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return decode_partitions(answer->doc, *options_.version);
+}
+
+Result<std::vector<Reservation>> Client::list_reservations() {
+  auto answer = call("GET", api("/reservations"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return decode_reservations(answer->doc, *options_.version);
+}
+
+Result<Reservation> Client::get_reservation(const std::string& name) {
+  auto answer = call("GET", api("/reservation/" + name), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  auto list = decode_reservations(answer->doc, *options_.version);
+  if (!list) {
+    return fail(list.error());
+  }
+  for (auto& r : *list) {
+    if (r.name == name) {
+      return std::move(r);
+    }
+  }
+  return fail(Error{ErrorKind::kNotFound, answer->status, "no reservation " + name, {}});
+}
+
+Result<Done> Client::create_reservation(const Reservation& reservation) {
+  auto answer = call("POST", api("/reservation"),
+                     encode_reservation(reservation, *options_.version), Safety::kOnce);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Done> Client::update_reservation(const std::string& name, const ReservationUpdate& update) {
+  // Only the changed fields: repeating a start time that has passed is refused.
+  const json body = {
+      {"reservations", json::array({encode_reservation_update(name, update, *options_.version)})}};
+  auto answer = call("POST", api("/reservations"), body, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Done> Client::delete_reservation(const std::string& name) {
+  auto answer = call("DELETE", api("/reservation/" + name), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+Result<Ping> Client::ping() {
+  auto answer = call("GET", api("/ping"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return decode_ping(answer->doc, *options_.version);
+}
+
+Result<Diag> Client::diag() {
+  auto answer = call("GET", api("/diag"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return decode_diag(answer->doc, *options_.version);
+}
+
+Result<Done> Client::reconfigure() {
+  auto answer = call("GET", api("/reconfigure"), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
+}  // namespace tightrope::slurm

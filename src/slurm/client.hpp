@@ -1,0 +1,100 @@
+// The Slurm REST client: typed operations on slurmrestd for one cluster. Every call returns a
+// Result whose Error says what kind of failure it was (error.hpp); transport failures are
+// retried with capped exponential backoff where that is safe, a refused token is replaced once.
+// Knows nothing of Kubernetes.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "http/client.hpp"
+#include "slurm/codec.hpp"
+#include "slurm/error.hpp"
+#include "slurm/model.hpp"
+#include "slurm/token.hpp"
+
+namespace tightrope::slurm {
+
+struct ClientOptions {
+  std::string url;  // slurmrestd, e.g. "http://127.0.0.1:6820"
+  const ApiVersion* version = &kV0044;
+  std::chrono::milliseconds timeout{5000};  // per attempt
+  int max_attempts = 3;                     // for retryable failures
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{2000};
+  std::string user_name;  // optional X-SLURM-USER-NAME
+};
+
+struct NodeQuery {
+  // Answer "nothing changed" (304) if no node changed at or after this second.
+  std::optional<Time> changed_since;
+  // Also list nodes in state FUTURE (created but never registered), which Slurm hides by default.
+  bool include_future = false;
+};
+
+// Answer to a conditional list: `changed` is false when Slurm said nothing changed (304).
+template <typename List>
+struct Conditional {
+  bool changed = true;
+  List list;
+};
+
+class Client {
+ public:
+  Client(ClientOptions options, std::shared_ptr<TokenSource> tokens);
+
+  // Nodes.
+  Result<Conditional<NodeList>> list_nodes(const NodeQuery& query = {});
+  Result<Node> get_node(const std::string& name);  // from the full list: /node/{name} can be stale
+  Result<Done> update_node(const std::string& name, const NodeUpdate& update);
+  Result<Done> drain(const std::string& name, const std::string& reason);
+  Result<Done> resume(const std::string& name);
+  Result<Done> undrain(const std::string& name);
+  Result<Done> set_down(const std::string& name, const std::string& reason);
+  // `node_conf` is a slurm.conf node line; it must carry a State= (e.g. FUTURE or CLOUD).
+  Result<Done> create_node(const std::string& node_conf);
+  Result<Done> delete_node(const std::string& name);
+
+  // Jobs.
+  Result<JobList> list_jobs();
+  Result<Job> get_job(int64_t id);
+  Result<int64_t> submit_job(const JobSubmission& job);
+  Result<Done> update_job(int64_t id, const nlohmann::json& changes);  // job_desc_msg fields
+  Result<Done> cancel_job(int64_t id);
+
+  // Partitions and reservations.
+  Result<std::vector<Partition>> list_partitions();
+  Result<std::vector<Reservation>> list_reservations();
+  Result<Reservation> get_reservation(const std::string& name);
+  Result<Done> create_reservation(const Reservation& reservation);
+  Result<Done> update_reservation(const std::string& name, const ReservationUpdate& update);
+  Result<Done> delete_reservation(const std::string& name);
+
+  // The controller.
+  Result<Ping> ping();  // not an authentication check: slurmrestd answers without asking
+  Result<Diag> diag();
+  Result<Done> reconfigure();
+
+  const ClientOptions& options() const { return options_; }
+
+ private:
+  struct Answer {
+    long status = 0;
+    nlohmann::json doc;
+  };
+  enum class Safety { kIdempotent, kOnce };
+  Result<Answer> call(const std::string& method, const std::string& path,
+                      const std::optional<nlohmann::json>& body, Safety safety);
+  Result<Answer> attempt(const std::string& method, const std::string& path,
+                         const std::string& body);
+  std::string api(const std::string& path) const;
+
+  ClientOptions options_;
+  std::shared_ptr<TokenSource> tokens_;
+  http::Client http_;
+};
+
+}  // namespace tightrope::slurm
