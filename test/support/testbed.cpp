@@ -5,7 +5,10 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace tightrope::testing {
@@ -106,6 +109,33 @@ const std::string& TestBed::var(const std::string& key) {
     throw std::out_of_range("the test bed exports no " + key);
   }
   return it->second;
+}
+
+pid_t TestBed::pid_of(const std::string& process) {
+  std::ifstream in(std::filesystem::path(var("TESTBED_DIR")) / "state.json");
+  const auto state = nlohmann::json::parse(in);
+  return state.at("procs").at(process).at("pid").get<pid_t>();
+}
+
+int TestBed::up() {
+  return std::system(
+      (testbed_script() + " --name " + var("TESTBED_NAME") + " up >/dev/null 2>&1").c_str());
+}
+
+int TestBed::slurm_cli(const std::string& args) {
+  return std::system(
+      (testbed_script() + " --name " + var("TESTBED_NAME") + " slurm " + args + " >/dev/null 2>&1")
+          .c_str());
+}
+
+bool process_gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) {
+    return true;
+  }
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 void TestBed::SetUp() {

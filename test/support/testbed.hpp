@@ -27,9 +27,20 @@ class TestBed : public ::testing::Environment {
   // Throws std::out_of_range naming the variable when the bed did not export it.
   static const std::string& var(const std::string& key);
 
+  // The PID of one of the bed's processes ("slurmctld", "slurmd-n1", "kube-apiserver", ...).
+  static pid_t pid_of(const std::string& process);
+  // `scripts/testbed up` again: restarts whatever a test stopped. Returns its exit status.
+  static int up();
+  // A command inside the bed's Slurm root, as an administrator runs it ("scontrol ...").
+  // Returns its exit status; output is discarded.
+  static int slurm_cli(const std::string& args);
+
  private:
   static std::map<std::string, std::string>& vars();
   std::string owned_name_;
 };
+
+// True when the process has exited (a zombie counts: this machine's init reaps late).
+bool process_gone(pid_t pid);
 
 }  // namespace tightrope::testing

@@ -305,24 +305,12 @@ TEST(SlurmClient, AnUnreachableSlurmrestdIsUnavailableAfterBoundedRetries) {
   EXPECT_EQ(r.error().http_status, 0);
 }
 
-// Exited (a zombie counts: this machine's init reaps late).
-bool gone(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) {
-    return true;
-  }
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
-
 // Last: it stops and restarts the bed's slurmctld.
 TEST(SlurmClientWithoutController, IsUnavailableWithinItsTimeoutAndRecovers) {
-  const auto state = nlohmann::json::parse(
-      std::ifstream(std::filesystem::path(TestBed::var("TESTBED_DIR")) / "state.json"));
-  const pid_t ctld = state["procs"]["slurmctld"]["pid"].get<pid_t>();
+  const pid_t ctld = TestBed::pid_of("slurmctld");
   ASSERT_EQ(::kill(ctld, SIGTERM), 0);
-  ASSERT_TRUE(eventually([&] { return gone(ctld); }, 30s)) << "slurmctld did not stop";
+  ASSERT_TRUE(eventually([&] { return tightrope::testing::process_gone(ctld); }, 30s))
+      << "slurmctld did not stop";
   std::this_thread::sleep_for(1s);
 
   ClientOptions o = options();
@@ -336,9 +324,7 @@ TEST(SlurmClientWithoutController, IsUnavailableWithinItsTimeoutAndRecovers) {
   EXPECT_EQ(r.error().kind, ErrorKind::kUnavailable) << r.error().message;
   EXPECT_LT(took, 4s) << "the client's own timeout bounds the wait, not slurmrestd's";
 
-  const std::string up = std::string(TIGHTROPE_SOURCE_DIR) + "/scripts/testbed --name " +
-                         TestBed::var("TESTBED_NAME") + " up >/dev/null 2>&1";
-  ASSERT_EQ(std::system(up.c_str()), 0);
+  ASSERT_EQ(TestBed::up(), 0);
   Client after = client();
   EXPECT_TRUE(eventually([&] { return after.list_nodes().ok(); }, 30s));
   EXPECT_TRUE(eventually(

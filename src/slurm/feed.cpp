@@ -1,0 +1,190 @@
+#include "slurm/feed.hpp"
+
+namespace tightrope::slurm {
+
+const char* to_string(NodeEvent::Type type) {
+  switch (type) {
+    case NodeEvent::Type::kAdded:
+      return "added";
+    case NodeEvent::Type::kChanged:
+      return "changed";
+    case NodeEvent::Type::kRemoved:
+      return "removed";
+  }
+  return "unknown";
+}
+
+std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
+                                  const std::map<std::string, Node>& after) {
+  std::vector<NodeEvent> events;
+  auto b = before.begin();
+  auto a = after.begin();
+  // Both maps are ordered by name: one merge pass.
+  while (b != before.end() || a != after.end()) {
+    if (a == after.end() || (b != before.end() && b->first < a->first)) {
+      events.push_back({NodeEvent::Type::kRemoved, b->second, std::nullopt});
+      ++b;
+    } else if (b == before.end() || a->first < b->first) {
+      events.push_back({NodeEvent::Type::kAdded, a->second, std::nullopt});
+      ++a;
+    } else {
+      if (!(a->second == b->second)) {
+        events.push_back({NodeEvent::Type::kChanged, a->second, b->second});
+      }
+      ++a;
+      ++b;
+    }
+  }
+  return events;
+}
+
+ChangeFeed::ChangeFeed(Client& client, FeedOptions options) : client_(client), options_(options) {}
+
+ChangeFeed::~ChangeFeed() {
+  stop();
+}
+
+void ChangeFeed::subscribe(Subscriber subscriber) {
+  std::lock_guard lock(mu_);
+  subscribers_.push_back(std::move(subscriber));
+}
+
+void ChangeFeed::subscribe_health(HealthSubscriber subscriber) {
+  std::lock_guard lock(mu_);
+  health_subscribers_.push_back(std::move(subscriber));
+}
+
+void ChangeFeed::force_resync() {
+  std::lock_guard lock(mu_);
+  resync_ = true;
+}
+
+std::map<std::string, Node> ChangeFeed::snapshot() const {
+  std::lock_guard lock(mu_);
+  return nodes_;
+}
+
+FeedHealth ChangeFeed::health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+void ChangeFeed::publish_health(const FeedHealth& health) {
+  std::vector<HealthSubscriber> subscribers;
+  {
+    std::lock_guard lock(mu_);
+    const bool changed = health.synced != health_.synced ||
+                         (health.consecutive_failures > 0) != (health_.consecutive_failures > 0);
+    health_ = health;
+    if (!changed) {
+      return;
+    }
+    subscribers = health_subscribers_;
+  }
+  for (const auto& s : subscribers) {
+    s(health);
+  }
+}
+
+Result<PollOutcome> ChangeFeed::poll_once() {
+  NodeQuery query;
+  query.include_future = options_.include_future;
+  bool resync = false;
+  {
+    std::lock_guard lock(mu_);
+    resync = resync_ || !last_update_;
+    if (!resync) {
+      // Nothing changed at or after second T => 304. T is the second after the last change we
+      // read, unless that read may have raced a change in the same second.
+      query.changed_since = confirm_ ? *last_update_ : *last_update_ + std::chrono::seconds(1);
+    }
+  }
+  const auto read_started = Time::clock::now();
+  ++requests_;
+  auto answer = client_.list_nodes(query);
+  if (!answer) {
+    FeedHealth h = health();
+    h.synced = false;
+    ++h.consecutive_failures;
+    h.last_error = answer.error();
+    {
+      // Whatever happened meanwhile (a slurmctld restart, nodes deleted) is read in full.
+      std::lock_guard lock(mu_);
+      resync_ = true;
+    }
+    publish_health(h);
+    return fail(answer.error());
+  }
+  PollOutcome outcome;
+  outcome.resync = resync;
+  std::vector<NodeEvent> events;
+  std::vector<Subscriber> subscribers;
+  if (answer->changed) {
+    outcome.listed = true;
+    std::map<std::string, Node> now;
+    for (auto& n : answer->list.nodes) {
+      std::string name = n.name;
+      now.emplace(std::move(name), std::move(n));
+    }
+    std::lock_guard lock(mu_);
+    events = diff_nodes(nodes_, now);
+    nodes_ = std::move(now);
+    last_update_ =
+        answer->list.last_update ? answer->list.last_update : std::optional(read_started);
+    confirm_ = read_started < *last_update_ + std::chrono::seconds(1) + options_.clock_allowance;
+    resync_ = false;
+    subscribers = subscribers_;
+  } else {
+    std::lock_guard lock(mu_);
+    confirm_ = false;
+  }
+  outcome.events = events.size();
+  if (!events.empty()) {
+    for (const auto& s : subscribers) {
+      s(events);
+    }
+  }
+  publish_health(FeedHealth{true, 0, std::nullopt});
+  return outcome;
+}
+
+void ChangeFeed::start() {
+  std::lock_guard lock(run_mu_);
+  if (thread_.joinable()) {
+    return;
+  }
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void ChangeFeed::stop() {
+  {
+    std::lock_guard lock(run_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    thread_.join();
+  }
+}
+
+void ChangeFeed::run() {
+  auto wait = options_.period;
+  for (;;) {
+    const auto started = std::chrono::steady_clock::now();
+    auto outcome = poll_once();
+    if (outcome) {
+      wait = options_.period;
+    } else {
+      wait = std::min(std::max(wait * 2, options_.period), options_.max_backoff);
+    }
+    // Polls start one period apart, however long a poll took.
+    std::unique_lock lock(run_mu_);
+    const auto next = outcome ? started + wait : std::chrono::steady_clock::now() + wait;
+    if (wake_.wait_until(lock, next, [this] { return stopping_; })) {
+      return;
+    }
+  }
+}
+
+}  // namespace tightrope::slurm

@@ -1,0 +1,162 @@
+// slurm::ChangeFeed against the bed: what it reports and what it costs when nothing changes.
+#include "slurm/feed.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "testbed.hpp"
+
+namespace tightrope::slurm {
+namespace {
+
+using tightrope::testing::TestBed;
+using namespace std::chrono_literals;
+
+Client client(std::chrono::milliseconds timeout = 5s) {
+  ClientOptions o;
+  o.url = TestBed::var("SLURMRESTD_URL");
+  o.timeout = timeout;
+  o.max_attempts = 1;
+  return {o, std::make_shared<MintingTokenSource>(TestBed::var("SLURM_JWT_KEY"), "slurm")};
+}
+
+// Collects events from the feed's thread.
+struct Recorder {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<NodeEvent> events;
+
+  void operator()(const std::vector<NodeEvent>& batch) {
+    std::lock_guard lock(mu);
+    events.insert(events.end(), batch.begin(), batch.end());
+    cv.notify_all();
+  }
+  template <typename Predicate>
+  bool wait_for(Predicate p, std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, limit, [&] { return std::any_of(events.begin(), events.end(), p); });
+  }
+};
+
+TEST(ChangeFeed, StartsWithEveryNodeAdded) {
+  Client c = client();
+  ChangeFeed feed(c);
+  std::vector<NodeEvent> seen;
+  feed.subscribe([&](const std::vector<NodeEvent>& e) { seen = e; });
+  auto first = feed.poll_once();
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(first->resync);
+  ASSERT_EQ(seen.size(), 3U);
+  for (const auto& e : seen) {
+    EXPECT_EQ(e.type, NodeEvent::Type::kAdded);
+  }
+  EXPECT_TRUE(feed.health().synced);
+}
+
+TEST(ChangeFeed, AnIdleClusterIsAnsweredWithNotModified) {
+  Client c = client();
+  ChangeFeed feed(c);
+  ASSERT_TRUE(feed.poll_once().ok());
+  // At most two more full reads settle the second of the last change; then only 304s.
+  int listed = 0;
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(500ms);
+    auto r = feed.poll_once();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    listed += r->listed ? 1 : 0;
+    EXPECT_EQ(r->events, 0U);
+  }
+  EXPECT_LE(listed, 3);
+  auto last = feed.poll_once();
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE(last->listed);
+  EXPECT_EQ(feed.requests(), 8U) << "one request per poll";
+}
+
+TEST(ChangeFeed, ReportsADrainMadeWithScontrol) {
+  Client c = client();
+  ChangeFeed feed(c);
+  Recorder recorder;
+  feed.subscribe(std::ref(recorder));
+  ASSERT_TRUE(feed.poll_once().ok());
+  feed.start();
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n2 state=drain reason=feed-test"), 0);
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) {
+        return e.type == NodeEvent::Type::kChanged && e.node.name == "n2" && e.node.drain() &&
+               e.node.reason == "feed-test";
+      },
+      10s));
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n2 state=resume"), 0);
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) { return e.node.name == "n2" && !e.node.drain(); }, 10s));
+  feed.stop();
+}
+
+TEST(ChangeFeed, ReportsANodeCreatedAndDeleted) {
+  Client c = client();
+  ChangeFeed feed(c);
+  Recorder recorder;
+  feed.subscribe(std::ref(recorder));
+  ASSERT_TRUE(feed.poll_once().ok());
+  feed.start();
+  ASSERT_TRUE(c.create_node("NodeName=feed1 CPUs=1 RealMemory=100 Features=tb State=FUTURE").ok());
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) {
+        return e.type == NodeEvent::Type::kAdded && e.node.name == "feed1";
+      },
+      10s));
+  ASSERT_TRUE(c.delete_node("feed1").ok());
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) {
+        return e.type == NodeEvent::Type::kRemoved && e.node.name == "feed1";
+      },
+      10s));
+  feed.stop();
+}
+
+// Last: it stops and restarts the bed's slurmctld.
+TEST(ChangeFeedWithoutController, ReportsTheOutageAndResyncsWhenSlurmctldReturns) {
+  Client c = client(2s);
+  ChangeFeed feed(c, FeedOptions{200ms, true, 500ms, 1s});
+  std::mutex mu;
+  std::vector<FeedHealth> health;
+  feed.subscribe_health([&](const FeedHealth& h) {
+    std::lock_guard lock(mu);
+    health.push_back(h);
+  });
+  ASSERT_TRUE(feed.poll_once().ok());
+
+  const pid_t ctld = TestBed::pid_of("slurmctld");
+  ASSERT_EQ(::kill(ctld, SIGTERM), 0);
+  for (int i = 0; i < 300 && !tightrope::testing::process_gone(ctld); ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  auto down = feed.poll_once();
+  ASSERT_FALSE(down.ok());
+  EXPECT_EQ(down.error().kind, ErrorKind::kUnavailable);
+  EXPECT_FALSE(feed.health().synced);
+
+  ASSERT_EQ(TestBed::up(), 0);
+  Result<PollOutcome> back = fail(Error{});
+  for (int i = 0; i < 100 && !back.ok(); ++i) {
+    back = feed.poll_once();
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(back->resync) << "the first answer after an outage is a full list";
+  EXPECT_TRUE(feed.health().synced);
+  std::lock_guard lock(mu);
+  ASSERT_GE(health.size(), 3U);  // synced, failing, synced again
+  EXPECT_TRUE(health.front().synced);
+  EXPECT_FALSE(health[1].synced);
+  EXPECT_TRUE(health.back().synced);
+}
+
+}  // namespace
+}  // namespace tightrope::slurm
