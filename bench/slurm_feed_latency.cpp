@@ -91,6 +91,15 @@ int main(int argc, char** argv) {
       latency_ms.push_back(std::chrono::duration<double, std::milli>(seen_at - t0).count());
     } else {
       ++missed;
+      lock.unlock();
+      const auto now = client.get_node("n1");
+      const auto snap = feed.snapshot();
+      std::cerr << "bench_slurm_feed: change " << i << " (" << (drain ? "drain" : "resume")
+                << ") not reported in 10 s; slurm says drain="
+                << (now.ok() ? std::to_string(now->drain()) : now.error().message)
+                << ", the feed's snapshot says drain="
+                << (snap.count("n1") != 0 ? std::to_string(snap.at("n1").drain()) : "absent")
+                << ", health synced=" << feed.health().synced << "\n";
     }
   }
   feed.stop();
