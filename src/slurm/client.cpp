@@ -198,12 +198,21 @@ Result<Done> Client::delete_node(const std::string& name) {
   return Done{};
 }
 
-Result<JobList> Client::list_jobs() {
-  auto answer = call("GET", api("/jobs"), std::nullopt, Safety::kIdempotent);
+Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since) {
+  std::string path = api("/jobs");
+  if (changed_since) {
+    path += "?update_time=" + std::to_string(epoch_seconds(*changed_since));
+  }
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent);
   if (!answer) {
     return fail(answer.error());
   }
-  return decode_jobs(answer->doc, *options_.version);
+  auto list = decode_jobs(answer->doc, *options_.version);
+  if (!list) {
+    return fail(list.error());
+  }
+  const bool unchanged = changed_since && list->jobs.empty() && !list->last_update;
+  return Conditional<JobList>{!unchanged, std::move(*list)};
 }
 
 Result<Job> Client::get_job(int64_t id) {

@@ -58,8 +58,9 @@ class Client {
   Result<Done> create_node(const std::string& node_conf);
   Result<Done> delete_node(const std::string& name);
 
-  // Jobs.
-  Result<JobList> list_jobs();
+  // Jobs. With `changed_since`, an unchanged job table answers `changed == false` (slurmrestd
+  // sends an empty list with last_update 0 rather than 304).
+  Result<Conditional<JobList>> list_jobs(std::optional<Time> changed_since = {});
   Result<Job> get_job(int64_t id);
   Result<int64_t> submit_job(const JobSubmission& job);
   Result<Done> update_job(int64_t id, const nlohmann::json& changes);  // job_desc_msg fields

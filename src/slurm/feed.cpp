@@ -14,12 +14,15 @@ const char* to_string(NodeEvent::Type type) {
   return "unknown";
 }
 
-std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
-                                  const std::map<std::string, Node>& after) {
-  std::vector<NodeEvent> events;
+namespace {
+
+// Both maps are ordered by key: one merge pass, events in key order.
+template <typename Event, typename Key, typename Value>
+std::vector<Event> diff_maps(const std::map<Key, Value>& before,
+                             const std::map<Key, Value>& after) {
+  std::vector<Event> events;
   auto b = before.begin();
   auto a = after.begin();
-  // Both maps are ordered by name: one merge pass.
   while (b != before.end() || a != after.end()) {
     if (a == after.end() || (b != before.end() && b->first < a->first)) {
       events.push_back({NodeEvent::Type::kRemoved, b->second, std::nullopt});
@@ -38,7 +41,23 @@ std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
   return events;
 }
 
-ChangeFeed::ChangeFeed(Client& client, FeedOptions options) : client_(client), options_(options) {}
+}  // namespace
+
+std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
+                                  const std::map<std::string, Node>& after) {
+  return diff_maps<NodeEvent>(before, after);
+}
+
+std::vector<JobEvent> diff_jobs(const std::map<int64_t, Job>& before,
+                                const std::map<int64_t, Job>& after) {
+  return diff_maps<JobEvent>(before, after);
+}
+
+ChangeFeed::ChangeFeed(Client& client, FeedOptions options)
+    : client_(client),
+      options_(options),
+      node_cursor_(options.clock_allowance),
+      job_cursor_(options.clock_allowance) {}
 
 ChangeFeed::~ChangeFeed() {
   stop();
@@ -52,6 +71,57 @@ void ChangeFeed::subscribe(Subscriber subscriber) {
 void ChangeFeed::subscribe_health(HealthSubscriber subscriber) {
   std::lock_guard lock(mu_);
   health_subscribers_.push_back(std::move(subscriber));
+}
+
+void ChangeFeed::subscribe_jobs(JobSubscriber subscriber) {
+  std::lock_guard lock(mu_);
+  job_subscribers_.push_back(std::move(subscriber));
+}
+
+std::map<int64_t, Job> ChangeFeed::jobs() const {
+  std::lock_guard lock(mu_);
+  return jobs_;
+}
+
+Result<size_t> ChangeFeed::poll_jobs(bool resync) {
+  std::optional<Time> since;
+  {
+    std::lock_guard lock(mu_);
+    if (!resync) {
+      since = job_cursor_.since();
+    }
+  }
+  const auto read_started = Time::clock::now();
+  ++requests_;
+  auto answer = client_.list_jobs(since);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  if (!answer->changed) {
+    std::lock_guard lock(mu_);
+    job_cursor_.read(read_started);
+    return size_t{0};
+  }
+  std::map<int64_t, Job> now;
+  for (auto& j : answer->list.jobs) {
+    const int64_t id = j.id;
+    now.emplace(id, std::move(j));
+  }
+  std::vector<JobEvent> events;
+  std::vector<JobSubscriber> subscribers;
+  {
+    std::lock_guard lock(mu_);
+    events = diff_jobs(jobs_, now);
+    jobs_ = std::move(now);
+    job_cursor_.read(read_started);
+    subscribers = job_subscribers_;
+  }
+  if (!events.empty()) {
+    for (const auto& s : subscribers) {
+      s(events);
+    }
+  }
+  return events.size();
 }
 
 void ChangeFeed::force_resync() {
@@ -92,11 +162,11 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   bool resync = false;
   {
     std::lock_guard lock(mu_);
-    resync = resync_ || !last_update_;
-    if (!resync) {
-      // Nothing changed at or after second T => 304. T is the second after the last change we
-      // read, unless that read may have raced a change in the same second.
-      query.changed_since = confirm_ ? *last_update_ : *last_update_ + std::chrono::seconds(1);
+    // Nothing changed at or after second T: 304 (UpdateCursor says which T).
+    query.changed_since = node_cursor_.since();
+    resync = resync_ || !query.changed_since;
+    if (resync) {
+      query.changed_since.reset();
     }
   }
   const auto read_started = Time::clock::now();
@@ -129,20 +199,34 @@ Result<PollOutcome> ChangeFeed::poll_once() {
     std::lock_guard lock(mu_);
     events = diff_nodes(nodes_, now);
     nodes_ = std::move(now);
-    last_update_ =
-        answer->list.last_update ? answer->list.last_update : std::optional(read_started);
-    confirm_ = read_started < *last_update_ + std::chrono::seconds(1) + options_.clock_allowance;
+    node_cursor_.read(read_started);
     resync_ = false;
     subscribers = subscribers_;
   } else {
     std::lock_guard lock(mu_);
-    confirm_ = false;
+    node_cursor_.read(read_started);
   }
   outcome.events = events.size();
   if (!events.empty()) {
     for (const auto& s : subscribers) {
       s(events);
     }
+  }
+  if (options_.follow_jobs) {
+    auto jobs = poll_jobs(resync);
+    if (!jobs) {
+      FeedHealth h = health();
+      h.synced = false;
+      ++h.consecutive_failures;
+      h.last_error = jobs.error();
+      {
+        std::lock_guard lock(mu_);
+        resync_ = true;
+      }
+      publish_health(h);
+      return fail(jobs.error());
+    }
+    outcome.events += *jobs;
   }
   publish_health(FeedHealth{true, 0, std::nullopt});
   return outcome;

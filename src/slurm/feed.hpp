@@ -26,28 +26,59 @@ struct NodeEvent {
   std::optional<Node> previous;  // for kChanged: as last seen
 };
 
+struct JobEvent {
+  using Type = NodeEvent::Type;
+  Type type = Type::kChanged;
+  Job job;
+  std::optional<Job> previous;
+};
+
 const char* to_string(NodeEvent::Type type);
 
 // Differences between two snapshots, in name order.
 std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
                                   const std::map<std::string, Node>& after);
+std::vector<JobEvent> diff_jobs(const std::map<int64_t, Job>& before,
+                                const std::map<int64_t, Job>& after);
 
 struct FeedOptions {
   std::chrono::milliseconds period{1000};
   // Also follow nodes created but not yet registered (state FUTURE).
   bool include_future = true;
-  // Slurm's update times have a resolution of one second and come from slurmctld's clock; a
-  // list read less than this long after its last_update is read once more, so that a change
-  // in the same second is not missed.
+  // How far slurmctld's clock may be behind ours (UpdateCursor).
   std::chrono::milliseconds clock_allowance{500};
   // After failures, polls slow down exponentially up to this period.
   std::chrono::milliseconds max_backoff{30000};
+  // Also follow jobs: a second request per period (GET /jobs?update_time=T, answered with an
+  // empty list when nothing changed). Jobs leave the list, and the feed, MinJobAge after they end.
+  bool follow_jobs = false;
 };
 
 struct FeedHealth {
   bool synced = false;  // a full list has been read since the last failure
   int consecutive_failures = 0;
   std::optional<Error> last_error;
+};
+
+// Where a conditional list (nodes or jobs) resumes: the `update_time` to ask with next.
+// slurmctld answers "nothing changed" when no change happened at or after that second. The
+// `last_update` it reports is the time of the answer, with one-second resolution, so it is not
+// used: a change that a read did not see happened after the read started, so it carries a
+// time of at least floor(read start - clock allowance). A change just before a read may be
+// listed twice; none is missed.
+class UpdateCursor {
+ public:
+  explicit UpdateCursor(std::chrono::milliseconds allowance) : allowance_(allowance) {}
+  // nullopt: ask for everything.
+  std::optional<Time> since() const { return since_; }
+  // After a successful read (a list, or "nothing changed") that started at `read_started`.
+  void read(Time read_started) {
+    since_ = std::chrono::floor<std::chrono::seconds>(read_started - allowance_);
+  }
+
+ private:
+  std::chrono::milliseconds allowance_;
+  std::optional<Time> since_;
 };
 
 struct PollOutcome {
@@ -60,6 +91,7 @@ class ChangeFeed {
  public:
   using Subscriber = std::function<void(const std::vector<NodeEvent>&)>;
   using HealthSubscriber = std::function<void(const FeedHealth&)>;
+  using JobSubscriber = std::function<void(const std::vector<JobEvent>&)>;
 
   ChangeFeed(Client& client, FeedOptions options = {});
   ~ChangeFeed();
@@ -70,6 +102,7 @@ class ChangeFeed {
   void subscribe(Subscriber subscriber);
   // Called when health changes (synced, or the first failure after success, or recovery).
   void subscribe_health(HealthSubscriber subscriber);
+  void subscribe_jobs(JobSubscriber subscriber);  // needs FeedOptions::follow_jobs
 
   // One poll. The thread calls it; tests and benchmarks may call it directly instead.
   Result<PollOutcome> poll_once();
@@ -80,21 +113,25 @@ class ChangeFeed {
   void stop();  // returns after the thread has ended; idempotent
 
   std::map<std::string, Node> snapshot() const;
+  std::map<int64_t, Job> jobs() const;
   FeedHealth health() const;
   uint64_t requests() const { return requests_.load(); }
 
  private:
   void run();
   void publish_health(const FeedHealth& health);
+  Result<size_t> poll_jobs(bool resync);
 
   Client& client_;
   FeedOptions options_;
   mutable std::mutex mu_;
   std::vector<Subscriber> subscribers_;
   std::vector<HealthSubscriber> health_subscribers_;
+  std::vector<JobSubscriber> job_subscribers_;
+  std::map<int64_t, Job> jobs_;
   std::map<std::string, Node> nodes_;
-  std::optional<Time> last_update_;  // of the last list read
-  bool confirm_ = false;             // read the list at last_update_ once more
+  UpdateCursor node_cursor_;
+  UpdateCursor job_cursor_;
   bool resync_ = true;
   FeedHealth health_;
   std::atomic<uint64_t> requests_{0};

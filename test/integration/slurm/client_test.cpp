@@ -144,8 +144,13 @@ TEST(SlurmClient, ASubmittedJobAllocatesItsNodeUntilCancelled) {
   EXPECT_TRUE(node(c, "n2").busy());
   auto jobs = c.list_jobs();
   ASSERT_TRUE(jobs.ok());
-  EXPECT_TRUE(std::any_of(jobs->jobs.begin(), jobs->jobs.end(),
+  EXPECT_TRUE(std::any_of(jobs->list.jobs.begin(), jobs->list.jobs.end(),
                           [&](const Job& j) { return j.id == *id && j.nodes == "n2"; }));
+
+  nlohmann::json rename = {{"name", "tightrope-renamed"}};
+  const auto renamed = c.update_job(*id, rename);
+  ASSERT_TRUE(renamed.ok()) << renamed.error().message;
+  EXPECT_EQ(c.get_job(*id)->name, "tightrope-renamed");
 
   ASSERT_TRUE(c.cancel_job(*id).ok());
   EXPECT_TRUE(eventually([&] { return c.get_job(*id)->has("CANCELLED"); }));

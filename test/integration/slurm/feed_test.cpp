@@ -120,6 +120,46 @@ TEST(ChangeFeed, ReportsANodeCreatedAndDeleted) {
   feed.stop();
 }
 
+TEST(ChangeFeed, FollowsAJobFromSubmissionToCancellation) {
+  Client c = client();
+  FeedOptions options;
+  options.follow_jobs = true;
+  ChangeFeed feed(c, options);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<JobEvent> seen;
+  feed.subscribe_jobs([&](const std::vector<JobEvent>& events) {
+    std::lock_guard lock(mu);
+    seen.insert(seen.end(), events.begin(), events.end());
+    cv.notify_all();
+  });
+  ASSERT_TRUE(feed.poll_once().ok());
+  feed.start();
+  JobSubmission job;
+  job.name = "feed-job";
+  job.partition = TestBed::var("SLURM_PARTITION");
+  job.script = "#!/bin/sh\nsleep 300\n";
+  job.working_directory = TestBed::var("SLURM_JOB_DIR");
+  auto id = c.submit_job(job);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  auto has = [&](const std::string& state) {
+    return [&, state] {
+      return std::any_of(seen.begin(), seen.end(),
+                         [&](const JobEvent& e) { return e.job.id == *id && e.job.has(state); });
+    };
+  };
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, has("RUNNING")));
+  }
+  ASSERT_TRUE(c.cancel_job(*id).ok());
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, has("CANCELLED")));
+  }
+  feed.stop();
+}
+
 // Last: it stops and restarts the bed's slurmctld.
 TEST(ChangeFeedWithoutController, ReportsTheOutageAndResyncsWhenSlurmctldReturns) {
   Client c = client(2s);

@@ -55,3 +55,44 @@ TEST(DiffNodes, EverythingIsAddedToAnEmptySnapshot) {
 
 }  // namespace
 }  // namespace tightrope::slurm
+
+namespace tightrope::slurm {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const Time kSecond1000{seconds(1000)};
+
+TEST(UpdateCursor, AsksForEverythingBeforeTheFirstList) {
+  EXPECT_FALSE(UpdateCursor(milliseconds(500)).since().has_value());
+}
+
+TEST(UpdateCursor, ResumesFromTheSecondOfTheLastReadLessTheAllowance) {
+  UpdateCursor cursor(milliseconds(500));
+  cursor.read(kSecond1000 + milliseconds(1700));
+  EXPECT_EQ(cursor.since(), kSecond1000 + seconds(1));
+  cursor.read(kSecond1000 + milliseconds(2300));  // 2.3 s - 0.5 s: still within second 1
+  EXPECT_EQ(cursor.since(), kSecond1000 + seconds(1));
+}
+
+TEST(UpdateCursor, NeverSkipsTheSecondInWhichAReadStarted) {
+  UpdateCursor cursor(milliseconds(0));
+  cursor.read(kSecond1000 + milliseconds(999));
+  EXPECT_EQ(cursor.since(), kSecond1000) << "a change later in that second must still be asked for";
+}
+
+TEST(DiffJobs, ReportsAJobThatChangedState) {
+  Job before;
+  before.id = 7;
+  before.state = {"RUNNING"};
+  Job after = before;
+  after.state = {"CANCELLED"};
+  const auto events = diff_jobs({{7, before}}, {{7, after}});
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].type, JobEvent::Type::kChanged);
+  EXPECT_TRUE(events[0].job.has("CANCELLED"));
+}
+
+}  // namespace
+}  // namespace tightrope::slurm
