@@ -62,7 +62,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const Time kSecond1000{seconds(1000)};
+constexpr Time kSecond1000{seconds(1000)};
 
 TEST(UpdateCursor, AsksForEverythingBeforeTheFirstList) {
   EXPECT_FALSE(UpdateCursor(milliseconds(500)).since().has_value());
