@@ -96,10 +96,12 @@ int main(int argc, char** argv) {
       const auto snap = feed.snapshot();
       std::cerr << "bench_slurm_feed: change " << i << " (" << (drain ? "drain" : "resume")
                 << ") not reported in 10 s; slurm says drain="
-                << (now.ok() ? std::to_string(now->drain()) : now.error().message)
+                << (now.ok() ? (now->drain() ? "yes" : "no") : now.error().message)
                 << ", the feed's snapshot says drain="
-                << (snap.count("n1") != 0 ? std::to_string(snap.at("n1").drain()) : "absent")
-                << ", health synced=" << feed.health().synced << "\n";
+                << (snap.count("n1") == 0   ? "absent"
+                    : snap.at("n1").drain() ? "yes"
+                                            : "no")
+                << ", synced=" << (feed.health().synced ? "yes" : "no") << "\n";
     }
   }
   feed.stop();

@@ -20,6 +20,13 @@ Error unavailable(const std::string& message) {
 
 }  // namespace
 
+Result<Done> Client::done(const Result<Answer>& answer) {
+  if (!answer) {
+    return fail(answer.error());
+  }
+  return Done{};
+}
+
 Client::Client(ClientOptions options, std::shared_ptr<TokenSource> tokens)
     : options_(std::move(options)), tokens_(std::move(tokens)) {
   while (!options_.url.empty() && options_.url.back() == '/') {
@@ -147,12 +154,8 @@ Result<Node> Client::get_node(const std::string& name) {
 }
 
 Result<Done> Client::update_node(const std::string& name, const NodeUpdate& update) {
-  auto answer = call("POST", api("/node/" + name), encode_node_update(update, *options_.version),
-                     Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("POST", api("/node/" + name), encode_node_update(update, *options_.version),
+                   Safety::kIdempotent));
 }
 
 Result<Done> Client::drain(const std::string& name, const std::string& reason) {
@@ -183,19 +186,11 @@ Result<Done> Client::set_down(const std::string& name, const std::string& reason
 
 Result<Done> Client::create_node(const std::string& node_conf) {
   // Not repeated on a timeout: a second create of the same name fails and hides the first.
-  auto answer = call("POST", api("/new/node"), json{{"node_conf", node_conf}}, Safety::kOnce);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("POST", api("/new/node"), json{{"node_conf", node_conf}}, Safety::kOnce));
 }
 
 Result<Done> Client::delete_node(const std::string& name) {
-  auto answer = call("DELETE", api("/node/" + name), std::nullopt, Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("DELETE", api("/node/" + name), std::nullopt, Safety::kIdempotent));
 }
 
 Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since) {
@@ -244,11 +239,7 @@ Result<int64_t> Client::submit_job(const JobSubmission& job) {
 }
 
 Result<Done> Client::update_job(int64_t id, const json& changes) {
-  auto answer = call("POST", api("/job/" + std::to_string(id)), changes, Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("POST", api("/job/" + std::to_string(id)), changes, Safety::kIdempotent));
 }
 
 Result<Done> Client::cancel_job(int64_t id) {
@@ -306,31 +297,19 @@ Result<Reservation> Client::get_reservation(const std::string& name) {
 }
 
 Result<Done> Client::create_reservation(const Reservation& reservation) {
-  auto answer = call("POST", api("/reservation"),
-                     encode_reservation(reservation, *options_.version), Safety::kOnce);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("POST", api("/reservation"), encode_reservation(reservation, *options_.version),
+                   Safety::kOnce));
 }
 
 Result<Done> Client::update_reservation(const std::string& name, const ReservationUpdate& update) {
   // Only the changed fields: repeating a start time that has passed is refused.
   const json body = {
       {"reservations", json::array({encode_reservation_update(name, update, *options_.version)})}};
-  auto answer = call("POST", api("/reservations"), body, Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("POST", api("/reservations"), body, Safety::kIdempotent));
 }
 
 Result<Done> Client::delete_reservation(const std::string& name) {
-  auto answer = call("DELETE", api("/reservation/" + name), std::nullopt, Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("DELETE", api("/reservation/" + name), std::nullopt, Safety::kIdempotent));
 }
 
 Result<Ping> Client::ping() {
@@ -350,11 +329,7 @@ Result<Diag> Client::diag() {
 }
 
 Result<Done> Client::reconfigure() {
-  auto answer = call("GET", api("/reconfigure"), std::nullopt, Safety::kIdempotent);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  return Done{};
+  return done(call("GET", api("/reconfigure"), std::nullopt, Safety::kIdempotent));
 }
 
 }  // namespace tightrope::slurm

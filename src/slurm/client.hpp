@@ -92,6 +92,7 @@ class Client {
   Result<Answer> attempt(const std::string& method, const std::string& path,
                          const std::string& body);
   std::string api(const std::string& path) const;
+  static Result<Done> done(const Result<Answer>& answer);
 
   ClientOptions options_;
   std::shared_ptr<TokenSource> tokens_;

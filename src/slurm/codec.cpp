@@ -136,6 +136,18 @@ const json& array_at(const json& doc, std::string_view key) {
   return *f;
 }
 
+// Decodes each element of the list `doc[key]` with `one(element, "key[i]")`.
+template <typename T, typename F>
+std::vector<T> each(const json& doc, std::string_view key, F&& one) {
+  const json& list = array_at(doc, key);
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    out.push_back(one(list[i], std::string(key) + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
 template <typename F>
 auto guarded(F&& decode) -> Result<decltype(decode())> {
   try {
@@ -268,11 +280,9 @@ std::vector<ApiErrorEntry> decode_errors(const json& doc) {
 Result<NodeList> decode_nodes(const json& doc, const ApiVersion& v) {
   return guarded([&] {
     NodeList list;
-    const json& nodes = array_at(doc, "nodes");
-    list.nodes.reserve(nodes.size());
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      list.nodes.push_back(decode_node(nodes[i], v, "nodes[" + std::to_string(i) + "]"));
-    }
+    list.nodes = each<Node>(doc, "nodes", [&](const json& n, const std::string& where) {
+      return decode_node(n, v, where);
+    });
     list.last_update = time_of(doc, "last_update", "");
     return list;
   });
@@ -281,11 +291,9 @@ Result<NodeList> decode_nodes(const json& doc, const ApiVersion& v) {
 Result<JobList> decode_jobs(const json& doc, const ApiVersion& v) {
   return guarded([&] {
     JobList list;
-    const json& jobs = array_at(doc, "jobs");
-    list.jobs.reserve(jobs.size());
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      list.jobs.push_back(decode_job(jobs[i], v, "jobs[" + std::to_string(i) + "]"));
-    }
+    list.jobs = each<Job>(doc, "jobs", [&](const json& j, const std::string& where) {
+      return decode_job(j, v, where);
+    });
     list.last_update = time_of(doc, "last_update", "");
     return list;
   });
@@ -293,11 +301,7 @@ Result<JobList> decode_jobs(const json& doc, const ApiVersion& v) {
 
 Result<std::vector<Partition>> decode_partitions(const json& doc, const ApiVersion& /*v*/) {
   return guarded([&] {
-    std::vector<Partition> out;
-    const json& parts = array_at(doc, "partitions");
-    for (size_t i = 0; i < parts.size(); ++i) {
-      const std::string where = "partitions[" + std::to_string(i) + "]";
-      const json& p = parts[i];
+    return each<Partition>(doc, "partitions", [](const json& p, const std::string& where) {
       Partition part;
       part.name = str(p, "name", where);
       part.node_sets = str(p, "node_sets", where);
@@ -311,19 +315,14 @@ Result<std::vector<Partition>> decode_partitions(const json& doc, const ApiVersi
       if (const json* state = field(p, "partition"); state != nullptr) {
         part.state = words(*state, "state", where + ".partition");
       }
-      out.push_back(std::move(part));
-    }
-    return out;
+      return part;
+    });
   });
 }
 
 Result<std::vector<Reservation>> decode_reservations(const json& doc, const ApiVersion& /*v*/) {
   return guarded([&] {
-    std::vector<Reservation> out;
-    const json& list = array_at(doc, "reservations");
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string where = "reservations[" + std::to_string(i) + "]";
-      const json& r = list[i];
+    return each<Reservation>(doc, "reservations", [](const json& r, const std::string& where) {
       Reservation res;
       res.name = str(r, "name", where);
       res.nodes = hostlist(r, "node_list", where);
@@ -332,9 +331,8 @@ Result<std::vector<Reservation>> decode_reservations(const json& doc, const ApiV
       res.flags = words(r, "flags", where);
       res.users = words(r, "users", where);
       res.partition = str(r, "partition", where);
-      out.push_back(std::move(res));
-    }
-    return out;
+      return res;
+    });
   });
 }
 

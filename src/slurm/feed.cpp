@@ -156,6 +156,20 @@ void ChangeFeed::publish_health(const FeedHealth& health) {
   }
 }
 
+const Error& ChangeFeed::failed(const Error& error) {
+  FeedHealth h = health();
+  h.synced = false;
+  ++h.consecutive_failures;
+  h.last_error = error;
+  {
+    // Whatever happened meanwhile (a slurmctld restart, nodes deleted) is read in full.
+    std::lock_guard lock(mu_);
+    resync_ = true;
+  }
+  publish_health(h);
+  return error;
+}
+
 Result<PollOutcome> ChangeFeed::poll_once() {
   NodeQuery query;
   query.include_future = options_.include_future;
@@ -173,17 +187,7 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   ++requests_;
   auto answer = client_.list_nodes(query);
   if (!answer) {
-    FeedHealth h = health();
-    h.synced = false;
-    ++h.consecutive_failures;
-    h.last_error = answer.error();
-    {
-      // Whatever happened meanwhile (a slurmctld restart, nodes deleted) is read in full.
-      std::lock_guard lock(mu_);
-      resync_ = true;
-    }
-    publish_health(h);
-    return fail(answer.error());
+    return fail(failed(answer.error()));
   }
   PollOutcome outcome;
   outcome.resync = resync;
@@ -215,16 +219,7 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   if (options_.follow_jobs) {
     auto jobs = poll_jobs(resync);
     if (!jobs) {
-      FeedHealth h = health();
-      h.synced = false;
-      ++h.consecutive_failures;
-      h.last_error = jobs.error();
-      {
-        std::lock_guard lock(mu_);
-        resync_ = true;
-      }
-      publish_health(h);
-      return fail(jobs.error());
+      return fail(failed(jobs.error()));
     }
     outcome.events += *jobs;
   }

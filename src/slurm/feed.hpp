@@ -121,6 +121,8 @@ class ChangeFeed {
   void run();
   void publish_health(const FeedHealth& health);
   Result<size_t> poll_jobs(bool resync);
+  // Records a failed poll (health, resync next time) and returns the error.
+  const Error& failed(const Error& error);
 
   Client& client_;
   FeedOptions options_;

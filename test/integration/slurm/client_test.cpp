@@ -75,6 +75,16 @@ TEST(SlurmClient, UndrainClearsADrainWithoutResumingADownNode) {
   EXPECT_TRUE(eventually([&] { return idle_and_responding(c, "n2"); }));
 }
 
+TEST(SlurmClient, SetsANodeDownWithAReasonAndResumesIt) {
+  Client c = client();
+  ASSERT_TRUE(c.set_down("n1", "tightrope test: down").ok());
+  const Node down = node(c, "n1");
+  EXPECT_EQ(down.base_state(), "DOWN");
+  EXPECT_EQ(down.reason, "tightrope test: down");
+  ASSERT_TRUE(c.resume("n1").ok());
+  EXPECT_TRUE(eventually([&] { return idle_and_responding(c, "n1"); }));
+}
+
 TEST(SlurmClient, UpdatesFeaturesAndTopology) {
   Client c = client();
   NodeUpdate u;
