@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <cctype>
 #include <mutex>
 
 namespace tightrope::http {
@@ -9,6 +10,27 @@ namespace {
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
   static_cast<std::string*>(user)->append(data, size * count);
+  return size * count;
+}
+
+// "Name: value\r\n" lines; the status line and the blank line have no colon and are skipped.
+size_t collect_header(char* data, size_t size, size_t count, void* user) {
+  const std::string_view line(data, size * count);
+  const size_t colon = line.find(':');
+  if (colon != std::string_view::npos) {
+    std::string name(line.substr(0, colon));
+    for (char& ch : name) {
+      ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
+      value.remove_prefix(1);
+    }
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+      value.remove_suffix(1);
+    }
+    static_cast<std::vector<std::pair<std::string, std::string>>*>(user)->emplace_back(std::move(name), value);
+  }
   return size * count;
 }
 
@@ -36,6 +58,15 @@ void init_curl_once() {
 }
 
 }  // namespace
+
+std::string Response::header(std::string_view name) const {
+  for (const auto& [key, value] : headers) {
+    if (key == name) {
+      return value;
+    }
+  }
+  return {};
+}
 
 struct Client::Handle {
   CURL* curl = curl_easy_init();
@@ -68,12 +99,13 @@ void Client::give_back(std::unique_ptr<Handle> handle) {
   idle_.push_back(std::move(handle));
 }
 
-Result<Response, TransportError> Client::send(const Request& request) {
-  auto handle = take();
-  CURL* c = handle->curl;
-  if (c == nullptr) {
-    return fail(TransportError{TransportError::Kind::kOther, "curl_easy_init failed"});
-  }
+// What must outlive curl_easy_perform: the header list and the blobs point into it.
+struct Client::Prepared {
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers{nullptr, curl_slist_free_all};
+};
+
+void Client::prepare(Handle& handle, const Request& request, Prepared& prepared) const {
+  CURL* c = handle.curl;
   // Reset clears the previous request's options but keeps the connection cache: a later
   // request to the same server reuses the open connection.
   curl_easy_reset(c);
@@ -83,6 +115,10 @@ Result<Response, TransportError> Client::send(const Request& request) {
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(std::min<int64_t>(request.timeout.count(), 3000)));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  // A peer that vanished without a FIN (a host that died) is noticed on an idle connection.
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 15L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
   curl_easy_setopt(c, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS);
   if (request.method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
@@ -92,29 +128,55 @@ Result<Response, TransportError> Client::send(const Request& request) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, request.body.c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(request.body.size()));
   }
-  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> headers(nullptr, curl_slist_free_all);
   for (const auto& [name, value] : request.headers) {
     std::string line = name;
     line.append(": ").append(value);
-    headers.reset(curl_slist_append(headers.release(), line.c_str()));
+    prepared.headers.reset(curl_slist_append(prepared.headers.release(), line.c_str()));
   }
   // No "Expect: 100-continue" round trip for larger bodies.
-  headers.reset(curl_slist_append(headers.release(), "Expect:"));
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers.get());
-  if (!tls_.ca_file.empty()) {
+  prepared.headers.reset(curl_slist_append(prepared.headers.release(), "Expect:"));
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, prepared.headers.get());
+  // Blobs are copied by curl (CURL_BLOB_COPY), so they need not outlive the call.
+  const auto set_blob = [c](CURLoption option, const std::string& pem) {
+    curl_blob blob{const_cast<char*>(pem.data()), pem.size(), CURL_BLOB_COPY};  // NOLINT: curl's API
+    curl_easy_setopt(c, option, &blob);
+  };
+  if (!tls_.ca_pem.empty()) {
+    set_blob(CURLOPT_CAINFO_BLOB, tls_.ca_pem);
+  } else if (!tls_.ca_file.empty()) {
     curl_easy_setopt(c, CURLOPT_CAINFO, tls_.ca_file.c_str());
   }
-  if (!tls_.cert_file.empty()) {
+  if (!tls_.cert_pem.empty()) {
+    set_blob(CURLOPT_SSLCERT_BLOB, tls_.cert_pem);
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+  } else if (!tls_.cert_file.empty()) {
     curl_easy_setopt(c, CURLOPT_SSLCERT, tls_.cert_file.c_str());
+  }
+  if (!tls_.key_pem.empty()) {
+    set_blob(CURLOPT_SSLKEY_BLOB, tls_.key_pem);
+    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
+  } else if (!tls_.key_file.empty()) {
     curl_easy_setopt(c, CURLOPT_SSLKEY, tls_.key_file.c_str());
   }
   if (tls_.insecure_skip_verify) {
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
+}
+
+Result<Response, TransportError> Client::send(const Request& request) {
+  auto handle = take();
+  if (handle->curl == nullptr) {
+    return fail(TransportError{TransportError::Kind::kOther, "curl_easy_init failed"});
+  }
+  Prepared prepared;
+  prepare(*handle, request, prepared);
+  CURL* c = handle->curl;
   Response response;
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &response.headers);
   const CURLcode rc = curl_easy_perform(c);
   if (rc != CURLE_OK) {
     // A handle that failed mid-transfer is dropped rather than reused.
@@ -124,6 +186,63 @@ Result<Response, TransportError> Client::send(const Request& request) {
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &response.status);
   give_back(std::move(handle));
   return response;
+}
+
+namespace {
+
+struct StreamState {
+  CURL* curl;
+  const ChunkHandler* on_chunk;
+  const std::atomic<bool>* cancel;
+  bool stopped_by_handler = false;
+};
+
+size_t deliver_chunk(char* data, size_t size, size_t count, void* user) {
+  auto* state = static_cast<StreamState*>(user);
+  long status = 0;
+  curl_easy_getinfo(state->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (!(*state->on_chunk)(status, std::string_view(data, size * count))) {
+    state->stopped_by_handler = true;
+    return 0;  // curl ends the transfer with CURLE_WRITE_ERROR
+  }
+  return size * count;
+}
+
+int check_cancel(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
+                 curl_off_t /*ulnow*/) {
+  const auto* state = static_cast<const StreamState*>(user);
+  return state->cancel != nullptr && state->cancel->load() ? 1 : 0;
+}
+
+}  // namespace
+
+Result<long, TransportError> Client::stream(const Request& request, const ChunkHandler& on_chunk,
+                                            const std::atomic<bool>* cancel) {
+  auto handle = take();
+  if (handle->curl == nullptr) {
+    return fail(TransportError{TransportError::Kind::kOther, "curl_easy_init failed"});
+  }
+  Prepared prepared;
+  prepare(*handle, request, prepared);
+  CURL* c = handle->curl;
+  StreamState state{c, &on_chunk, cancel};
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, deliver_chunk);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &state);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_cancel);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &state);
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && state.stopped_by_handler)) {
+    return fail(TransportError{TransportError::Kind::kCancelled, request.method + " " + request.url + ": stopped"});
+  }
+  if (rc != CURLE_OK) {
+    return fail(TransportError{kind_of(rc),
+                               request.method + " " + request.url + ": " + curl_easy_strerror(rc)});
+  }
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  give_back(std::move(handle));
+  return status;
 }
 
 }  // namespace tightrope::http

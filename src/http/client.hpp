@@ -3,7 +3,9 @@
 // as values and leaves retry policy to its callers, who know which requests are idempotent.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +27,10 @@ struct Request {
 struct Response {
   long status = 0;
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+
+  // The first header of that (lower-case) name, or "".
+  std::string header(std::string_view name) const;
 };
 
 struct TransportError {
@@ -32,18 +38,26 @@ struct TransportError {
     kConnect,  // nothing reached the server: any request may be retried
     kTimeout,  // the server may have acted: only idempotent requests may be retried
     kTls,
+    kCancelled,  // the caller stopped a stream
     kOther,
   };
   Kind kind = Kind::kOther;
   std::string message;  // curl's words, with method and URL
 };
 
+// Files and in-memory PEM are alternatives: a kubeconfig carries either.
 struct TlsOptions {
-  std::string ca_file;    // trust these CAs (PEM file); empty: the system's
+  std::string ca_file;    // trust these CAs (PEM file); empty (and no ca_pem): the system's
+  std::string ca_pem;
   std::string cert_file;  // client certificate (PEM), optional
+  std::string cert_pem;
   std::string key_file;
+  std::string key_pem;
   bool insecure_skip_verify = false;
 };
+
+// Receives a streamed body piece by piece with the response's status; false stops the transfer.
+using ChunkHandler = std::function<bool(long status, std::string_view chunk)>;
 
 class Client {
  public:
@@ -55,9 +69,17 @@ class Client {
   // Thread-safe; requests made at the same time use separate connections.
   Result<Response, TransportError> send(const Request& request);
 
+  // Like send, but hands the body to on_chunk as it arrives (a watch). Ends when the server ends
+  // the body (returns the status), on a transport failure or timeout, when on_chunk returns false
+  // or when *cancel turns true (kCancelled; checked at least once a second even when idle).
+  Result<long, TransportError> stream(const Request& request, const ChunkHandler& on_chunk,
+                                      const std::atomic<bool>* cancel = nullptr);
+
  private:
   struct Handle;
+  struct Prepared;
   std::unique_ptr<Handle> take();
+  void prepare(Handle& handle, const Request& request, Prepared& prepared) const;
   void give_back(std::unique_ptr<Handle> handle);
 
   TlsOptions tls_;

@@ -1,0 +1,71 @@
+#include "kube/time.hpp"
+
+#include <cstdio>
+#include <ctime>
+
+namespace tightrope::kube {
+
+std::string format_time(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string format_micro_time(std::chrono::system_clock::time_point t) {
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(micros / 1000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(micros % 1000000));  // NOLINT(cert-err33-c)
+  return buf;
+}
+
+std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view text) {
+  int year = 0;
+  int month = 0;
+  int day = 0;
+  int hour = 0;
+  int minute = 0;
+  int second = 0;
+  const std::string s(text);
+  int consumed = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &month, &day, &hour, &minute, &second,  // NOLINT
+                  &consumed) != 6) {
+    return std::nullopt;
+  }
+  std::string_view rest = text.substr(static_cast<size_t>(consumed));
+  int64_t micros = 0;
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    int digits = 0;
+    while (!rest.empty() && rest.front() >= '0' && rest.front() <= '9') {
+      if (digits < 6) {
+        micros = micros * 10 + (rest.front() - '0');
+        ++digits;
+      }
+      rest.remove_prefix(1);
+    }
+    for (; digits < 6; ++digits) {
+      micros *= 10;
+    }
+  }
+  if (rest != "Z") {
+    return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month - 1;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  const std::time_t secs = timegm(&tm);
+  return std::chrono::system_clock::from_time_t(secs) + std::chrono::microseconds(micros);
+}
+
+}  // namespace tightrope::kube

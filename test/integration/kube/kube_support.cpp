@@ -1,0 +1,40 @@
+#include "kube_support.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "testbed.hpp"
+
+namespace tightrope::kube::testing {
+
+Config bed_config() {
+  auto config = load_kubeconfig(tightrope::testing::TestBed::var("KUBECONFIG"));
+  if (!config) {
+    throw std::runtime_error(config.error().to_string());
+  }
+  return *config;
+}
+
+std::unique_ptr<Client> make_client(ClientOptions options) {
+  return std::make_unique<Client>(bed_config(), std::move(options));
+}
+
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+}
+
+std::string fresh_namespace(Client& client) {
+  const std::string name = unique_name("t");
+  auto created = client.create(resources::namespaces(), "",
+                               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+  if (!created) {
+    ADD_FAILURE() << "namespace " << name << ": " << created.error().message;
+  }
+  return name;
+}
+
+}  // namespace tightrope::kube::testing
