@@ -10,6 +10,10 @@
 
 namespace tightrope::metrics {
 
+// The header promises lock-free updates; fetch_add on these is a compare-and-swap loop.
+static_assert(std::atomic<double>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
 namespace {
 
 [[noreturn]] void reject(const std::string& metric, const std::string& why) {

@@ -74,7 +74,7 @@ class FamilyBase {
 template <typename Metric>
 class Family final : public detail::FamilyBase {
  public:
-  // `buckets` (validated) matter only to histograms.
+  // Made by Registry, which checks the names and `buckets` (which matter only to histograms).
   Family(std::string name, std::string help, std::vector<std::string> label_names,
          std::vector<double> buckets);
 

@@ -96,7 +96,20 @@ void LeaderElector::run() {
   while (!stopping_) {
     // Campaign until we hold the lease.
     while (!stopping_ && !try_acquire_or_renew()) {
-      if (!sleep_for(jittered(options_.retry_period))) {
+      // Ask again at the retry period, or just after the holder's lease runs out if that is
+      // sooner: a successor should not lose a whole period to the polling.
+      milliseconds wait = jittered(options_.retry_period);
+      {
+        std::lock_guard lock(mu_);
+        if (observed_at_ != steady_clock::time_point{}) {
+          const auto expiry = observed_at_ + observed_duration_ + milliseconds(20);
+          const auto until = std::chrono::duration_cast<milliseconds>(expiry - steady_clock::now());
+          if (until.count() > 0 && until < wait) {
+            wait = until;
+          }
+        }
+      }
+      if (!sleep_for(wait)) {
         break;
       }
     }
@@ -190,6 +203,7 @@ bool LeaderElector::try_acquire_or_renew() {
       observed_at_ = now;
     }
     observed_resource_version_ = lease["metadata"].value("resourceVersion", "");
+    observed_duration_ = std::chrono::seconds(duration_s);
   }
   if (new_holder && callbacks_.new_leader) {
     callbacks_.new_leader(holder);

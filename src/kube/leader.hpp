@@ -76,6 +76,7 @@ class LeaderElector {
   std::string observed_resource_version_;
   int64_t observed_transitions_ = 0;
   std::chrono::steady_clock::time_point observed_at_{};
+  std::chrono::milliseconds observed_duration_{0};
   metrics::GaugeFamily* status_ = nullptr;
 };
 

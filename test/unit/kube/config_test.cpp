@@ -372,6 +372,12 @@ TEST(KubeconfigTextErrors, NeverQuoteTheBadEscapeOfAQuotedToken) {
   EXPECT_THAT(e.message, Not(HasSubstr("q")));
 }
 
+TEST(KubeconfigTextErrors, RefuseYamlNestedTooDeeply) {
+  const ConfigError e = error_of(parse("current-context: [" + std::string(5000, '[')));
+  EXPECT_EQ(e.file, kLabel);
+  EXPECT_THAT(e.message, HasSubstr("nested too deeply"));
+}
+
 TEST(KubeconfigTextErrors, NameAListWhereAMapIsExpected) {
   const ConfigError e = error_of(parse(R"(current-context: dev
 clusters: [{name: local, cluster: [https://a:6443]}]
