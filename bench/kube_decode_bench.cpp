@@ -28,31 +28,39 @@ constexpr int kPods = 10000;
 json worker_pod(int i) {
   const std::string name = "gpu-" + std::to_string(i);
   const std::string node = "host-" + std::to_string(i % 1000);
-  const json labels = {{"app.kubernetes.io/name", "slurmd"},
-                       {"app.kubernetes.io/instance", "gpu"},
-                       {"app.kubernetes.io/component", "worker"},
-                       {"app.kubernetes.io/part-of", "slurm"},
-                       {"slinky.slurm.net/nodeset", "gpu"},
-                       {"controller-revision-hash", "gpu-6d5f7c9b8"}};
-  const json mount = json::array({{{"name", "slurm-config"}, {"mountPath", "/etc/slurm"}, {"readOnly", true}},
-                                  {{"name", "spool"}, {"mountPath", "/var/spool/slurmd"}},
-                                  {{"name", "run"}, {"mountPath", "/run"}},
-                                  {{"name", "kube-api-access-x7k2p"},
-                                   {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"},
-                                   {"readOnly", true}}});
+  const json labels = {
+      {"app.kubernetes.io/name", "slurmd"},      {"app.kubernetes.io/instance", "gpu"},
+      {"app.kubernetes.io/component", "worker"}, {"app.kubernetes.io/part-of", "slurm"},
+      {"slinky.slurm.net/nodeset", "gpu"},       {"controller-revision-hash", "gpu-6d5f7c9b8"}};
+  const json mount =
+      json::array({{{"name", "slurm-config"}, {"mountPath", "/etc/slurm"}, {"readOnly", true}},
+                   {{"name", "spool"}, {"mountPath", "/var/spool/slurmd"}},
+                   {{"name", "run"}, {"mountPath", "/run"}},
+                   {{"name", "kube-api-access-x7k2p"},
+                    {"mountPath", "/var/run/secrets/kubernetes.io/serviceaccount"},
+                    {"readOnly", true}}});
   const json container = {
       {"name", "slurmd"},
       {"image", "ghcr.io/tightrope/slurmd:26.05.5"},
       {"imagePullPolicy", "IfNotPresent"},
-      {"args", json::array({"-D", "-Z", "--conf-server", "slurm-controller.slurm:6817", "--conf",
-                            "Features=gpu Gres=gpu:h100:8 CPUs=96 RealMemory=2000000", "-N", name})},
-      {"env", json::array({{{"name", "POD_NAME"}, {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
+      {"args",
+       json::array({"-D", "-Z", "--conf-server", "slurm-controller.slurm:6817", "--conf",
+                    "Features=gpu Gres=gpu:h100:8 CPUs=96 RealMemory=2000000", "-N", name})},
+      {"env", json::array({{{"name", "POD_NAME"},
+                            {"valueFrom", {{"fieldRef", {{"fieldPath", "metadata.name"}}}}}},
                            {{"name", "SLURMD_NODENAME"}, {"value", name}}})},
       {"ports", json::array({{{"name", "slurmd"}, {"containerPort", 6818}, {"protocol", "TCP"}}})},
-      {"resources", {{"limits", {{"nvidia.com/gpu", "8"}}}, {"requests", {{"cpu", "90"}, {"memory", "1900Gi"}}}}},
-      {"readinessProbe", {{"exec", {{"command", json::array({"scontrol", "show", "slurmd"})}}}, {"periodSeconds", 10}}},
-      {"lifecycle", {{"preStop", {{"exec", {{"command", json::array({"/usr/local/bin/slurmd-drain", name})}}}}}}},
-      {"securityContext", {{"privileged", true}, {"capabilities", {{"add", json::array({"BPF", "SYS_ADMIN"})}}}}},
+      {"resources",
+       {{"limits", {{"nvidia.com/gpu", "8"}}},
+        {"requests", {{"cpu", "90"}, {"memory", "1900Gi"}}}}},
+      {"readinessProbe",
+       {{"exec", {{"command", json::array({"scontrol", "show", "slurmd"})}}},
+        {"periodSeconds", 10}}},
+      {"lifecycle",
+       {{"preStop",
+         {{"exec", {{"command", json::array({"/usr/local/bin/slurmd-drain", name})}}}}}}},
+      {"securityContext",
+       {{"privileged", true}, {"capabilities", {{"add", json::array({"BPF", "SYS_ADMIN"})}}}}},
       {"volumeMounts", mount},
       {"terminationMessagePath", "/dev/termination-log"},
       {"terminationMessagePolicy", "File"}};
@@ -67,44 +75,52 @@ json worker_pod(int i) {
         {"creationTimestamp", "2026-12-02T10:00:00Z"},
         {"labels", labels},
         {"annotations",
-         {{"slinky.slurm.net/pod-deletion-cost", "0"}, {"kubectl.kubernetes.io/default-container", "slurmd"}}},
-        {"ownerReferences",
-         json::array({{{"apiVersion", "slinky.slurm.net/v1beta1"},
-                       {"kind", "NodeSet"},
-                       {"name", "gpu"},
-                       {"uid", "8c1d2e3f-0000-4aaa-bbbb-cccccccccccc"},
-                       {"controller", true},
-                       {"blockOwnerDeletion", true}}})},
+         {{"slinky.slurm.net/pod-deletion-cost", "0"},
+          {"kubectl.kubernetes.io/default-container", "slurmd"}}},
+        {"ownerReferences", json::array({{{"apiVersion", "slinky.slurm.net/v1beta1"},
+                                          {"kind", "NodeSet"},
+                                          {"name", "gpu"},
+                                          {"uid", "8c1d2e3f-0000-4aaa-bbbb-cccccccccccc"},
+                                          {"controller", true},
+                                          {"blockOwnerDeletion", true}}})},
         {"managedFields",
-         json::array({{{"manager", "slurm-operator"},
-                       {"operation", "Apply"},
-                       {"apiVersion", "v1"},
-                       {"time", "2026-12-02T10:00:00Z"},
-                       {"fieldsType", "FieldsV1"},
-                       {"fieldsV1",
-                        {{"f:metadata", {{"f:labels", {{"f:app.kubernetes.io/name", json::object()}}}}},
-                         {"f:spec", {{"f:containers", {{"k:{\"name\":\"slurmd\"}", {{".", json::object()}}}}}}}}}},
-                      {{"manager", "kubelet"},
-                       {"operation", "Update"},
-                       {"apiVersion", "v1"},
-                       {"time", "2026-12-02T10:00:05Z"},
-                       {"fieldsType", "FieldsV1"},
-                       {"subresource", "status"},
-                       {"fieldsV1", {{"f:status", {{"f:conditions", json::object()}, {"f:podIP", json::object()}}}}}}})}}},
+         json::array(
+             {{{"manager", "slurm-operator"},
+               {"operation", "Apply"},
+               {"apiVersion", "v1"},
+               {"time", "2026-12-02T10:00:00Z"},
+               {"fieldsType", "FieldsV1"},
+               {"fieldsV1",
+                {{"f:metadata", {{"f:labels", {{"f:app.kubernetes.io/name", json::object()}}}}},
+                 {"f:spec",
+                  {{"f:containers", {{R"(k:{"name":"slurmd"})", {{".", json::object()}}}}}}}}}},
+              {{"manager", "kubelet"},
+               {"operation", "Update"},
+               {"apiVersion", "v1"},
+               {"time", "2026-12-02T10:00:05Z"},
+               {"fieldsType", "FieldsV1"},
+               {"subresource", "status"},
+               {"fieldsV1",
+                {{"f:status",
+                  {{"f:conditions", json::object()}, {"f:podIP", json::object()}}}}}}})}}},
       {"spec",
        {{"nodeName", node},
         {"hostname", name},
         {"subdomain", "gpu"},
         {"containers", json::array({container})},
-        {"volumes", json::array({{{"name", "slurm-config"}, {"configMap", {{"name", "slurm-config"}}}},
-                                 {{"name", "spool"}, {"emptyDir", json::object()}},
-                                 {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}}})},
-        {"tolerations", json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}})},
+        {"volumes",
+         json::array({{{"name", "slurm-config"}, {"configMap", {{"name", "slurm-config"}}}},
+                      {{"name", "spool"}, {"emptyDir", json::object()}},
+                      {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}}})},
+        {"tolerations",
+         json::array(
+             {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}})},
         {"affinity",
          {{"podAntiAffinity",
            {{"requiredDuringSchedulingIgnoredDuringExecution",
              json::array({{{"topologyKey", "kubernetes.io/hostname"},
-                           {"labelSelector", {{"matchLabels", {{"slinky.slurm.net/nodeset", "gpu"}}}}}}})}}}}},
+                           {"labelSelector",
+                            {{"matchLabels", {{"slinky.slurm.net/nodeset", "gpu"}}}}}}})}}}}},
         {"terminationGracePeriodSeconds", 300},
         {"dnsPolicy", "ClusterFirst"},
         {"restartPolicy", "Always"},
@@ -116,22 +132,29 @@ json worker_pod(int i) {
         {"podIP", "10.244." + std::to_string(i / 250) + "." + std::to_string(i % 250)},
         {"startTime", "2026-12-02T10:00:01Z"},
         {"qosClass", "Burstable"},
-        {"conditions",
-         json::array({{{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", "2026-12-02T10:00:05Z"}},
-                      {{"type", "ContainersReady"}, {"status", "True"}, {"lastTransitionTime", "2026-12-02T10:00:05Z"}},
-                      {{"type", "PodScheduled"}, {"status", "True"}, {"lastTransitionTime", "2026-12-02T10:00:00Z"}},
-                      {{"type", "SlurmNodeStateIdle"},
-                       {"status", "True"},
-                       {"lastTransitionTime", "2026-12-02T10:00:06Z"}}})},
+        {"conditions", json::array({{{"type", "Ready"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", "2026-12-02T10:00:05Z"}},
+                                    {{"type", "ContainersReady"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", "2026-12-02T10:00:05Z"}},
+                                    {{"type", "PodScheduled"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", "2026-12-02T10:00:00Z"}},
+                                    {{"type", "SlurmNodeStateIdle"},
+                                     {"status", "True"},
+                                     {"lastTransitionTime", "2026-12-02T10:00:06Z"}}})},
         {"containerStatuses",
-         json::array({{{"name", "slurmd"},
-                       {"ready", true},
-                       {"restartCount", 0},
-                       {"image", "ghcr.io/tightrope/slurmd:26.05.5"},
-                       {"imageID", "sha256:4b1c0d2e3f4a5b6c7d8e9f00112233445566778899aabbccddeeff0011223344"},
-                       {"containerID", "containerd://9f8e7d6c5b4a39281706f5e4d3c2b1a0" + std::to_string(i)},
-                       {"started", true},
-                       {"state", {{"running", {{"startedAt", "2026-12-02T10:00:03Z"}}}}}}})}}}};
+         json::array(
+             {{{"name", "slurmd"},
+               {"ready", true},
+               {"restartCount", 0},
+               {"image", "ghcr.io/tightrope/slurmd:26.05.5"},
+               {"imageID",
+                "sha256:4b1c0d2e3f4a5b6c7d8e9f00112233445566778899aabbccddeeff0011223344"},
+               {"containerID", "containerd://9f8e7d6c5b4a39281706f5e4d3c2b1a0" + std::to_string(i)},
+               {"started", true},
+               {"state", {{"running", {{"startedAt", "2026-12-02T10:00:03Z"}}}}}}})}}}};
 }
 
 const std::string& pod_list() {
@@ -178,7 +201,8 @@ DecodeResult decode_worker_pod(simdjson::dom::element object, WorkerPod* out) {
     simdjson::dom::array conditions;
     if (status["conditions"].get_array().get(conditions) == simdjson::SUCCESS) {
       for (const auto c : conditions) {
-        WorkerPod::Condition cond{std::string(string_at(c, "type")), string_at(c, "status") == "True"};
+        WorkerPod::Condition cond{std::string(string_at(c, "type")),
+                                  string_at(c, "status") == "True"};
         if (cond.type == "Ready") {
           out->ready = cond.status;
         }
@@ -209,7 +233,8 @@ size_t fill(Store<T>& store, simdjson::dom::parser& parser, Decode decode) {
   for (const auto item : simdjson::dom::array(doc["items"])) {
     auto value = std::make_shared<T>();
     if (decode(item, value.get())) {
-      store.put(value->meta.key(), std::move(value));
+      const std::string key = value->meta.key();
+      store.put(key, std::move(value));
       ++n;
     }
   }
@@ -224,12 +249,17 @@ void decode_into_store(benchmark::State& state, Decode decode) {
     add_indexes(store);
     benchmark::DoNotOptimize(fill(store, parser, decode));
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(pod_list().size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(pod_list().size()));
   state.counters["pods"] = kPods;
 }
 
-void BM_DecodePodListProjected(benchmark::State& state) { decode_into_store<WorkerPod>(state, decode_worker_pod); }
-void BM_DecodePodListFull(benchmark::State& state) { decode_into_store<Document>(state, decode_document); }
+void BM_DecodePodListProjected(benchmark::State& state) {
+  decode_into_store<WorkerPod>(state, decode_worker_pod);
+}
+void BM_DecodePodListFull(benchmark::State& state) {
+  decode_into_store<Document>(state, decode_document);
+}
 BENCHMARK(BM_DecodePodListProjected)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 BENCHMARK(BM_DecodePodListFull)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
@@ -280,14 +310,16 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const double projected = bytes_per_cached_pod<WorkerPod>(decode_worker_pod);
   const double full = bytes_per_cached_pod<Document>(decode_document);
-  const json result = {{"pods", kPods},
-                       {"list_bytes", pod_list().size()},
-                       {"bytes_per_pod_json", static_cast<double>(pod_list().size()) / kPods},
-                       {"decode_mb_per_s", reporter.mb_per_s["BM_DecodePodListProjected/min_time:2.000"]},
-                       {"decode_full_mb_per_s", reporter.mb_per_s["BM_DecodePodListFull/min_time:2.000"]},
-                       {"bytes_per_cached_pod_full", full},
-                       {"bytes_per_cached_pod_projected", projected},
-                       {"measured_with", "mallinfo2 bytes in use after filling a Store with namespace and owner indexes"}};
+  const json result = {
+      {"pods", kPods},
+      {"list_bytes", pod_list().size()},
+      {"bytes_per_pod_json", static_cast<double>(pod_list().size()) / kPods},
+      {"decode_mb_per_s", reporter.mb_per_s["BM_DecodePodListProjected/min_time:2.000"]},
+      {"decode_full_mb_per_s", reporter.mb_per_s["BM_DecodePodListFull/min_time:2.000"]},
+      {"bytes_per_cached_pod_full", full},
+      {"bytes_per_cached_pod_projected", projected},
+      {"measured_with",
+       "mallinfo2 bytes in use after filling a Store with namespace and owner indexes"}};
   std::cout << result.dump(2) << "\n";
   std::ofstream(out_path) << result.dump(2) << "\n";
   return 0;

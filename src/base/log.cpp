@@ -1,5 +1,6 @@
 #include "base/log.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +20,8 @@ std::mutex& sink_mutex() {
 
 Sink& sink() {
   static Sink s = [](Level, const std::string& line) {
-    std::fprintf(stderr, "%s\n", line.c_str());  // NOLINT(cert-err33-c): nowhere to report a failed log write
+    // Nowhere to report a failed log write.
+    (void)std::fprintf(stderr, "%s\n", line.c_str());
   };
   return s;
 }
@@ -59,9 +61,11 @@ void append_json_string(std::string& out, std::string_view s) {
         break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));  // NOLINT(cert-err33-c)
-          out += buf;
+          static constexpr std::string_view kHex = "0123456789abcdef";
+          const auto u = static_cast<unsigned char>(c);
+          out += "\\u00";
+          out.push_back(kHex[u >> 4U]);
+          out.push_back(kHex[u & 0xFU]);
         } else {
           out.push_back(c);
         }
@@ -93,10 +97,10 @@ std::string now_rfc3339() {
       std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(millis));  // NOLINT(cert-err33-c)
-  return buf;
+  std::array<char, 40> buf{};
+  const size_t n = std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm);
+  (void)std::snprintf(buf.data() + n, buf.size() - n, ".%03dZ", static_cast<int>(millis));
+  return buf.data();
 }
 
 }  // namespace
@@ -113,10 +117,12 @@ Sink set_sink(Sink s) {
   return old;
 }
 
-bool enabled(Level level) { return level >= g_level.load(); }
+bool enabled(Level level) {
+  return level >= g_level.load();
+}
 
-std::string format_line(Format format, Level level, std::string_view timestamp, std::string_view event,
-                        const Fields& fields) {
+std::string format_line(Format format, Level level, std::string_view timestamp,
+                        std::string_view event, const Fields& fields) {
   std::string out;
   out.reserve(96);
   if (format == Format::kJson) {

@@ -25,16 +25,24 @@ Sink set_sink(Sink sink);
 bool enabled(Level level);
 
 void write(Level level, std::string_view event, const Fields& fields = {});
-inline void debug(std::string_view event, const Fields& fields = {}) { write(Level::kDebug, event, fields); }
-inline void info(std::string_view event, const Fields& fields = {}) { write(Level::kInfo, event, fields); }
-inline void warn(std::string_view event, const Fields& fields = {}) { write(Level::kWarn, event, fields); }
-inline void error(std::string_view event, const Fields& fields = {}) { write(Level::kError, event, fields); }
+inline void debug(std::string_view event, const Fields& fields = {}) {
+  write(Level::kDebug, event, fields);
+}
+inline void info(std::string_view event, const Fields& fields = {}) {
+  write(Level::kInfo, event, fields);
+}
+inline void warn(std::string_view event, const Fields& fields = {}) {
+  write(Level::kWarn, event, fields);
+}
+inline void error(std::string_view event, const Fields& fields = {}) {
+  write(Level::kError, event, fields);
+}
 
 // "debug", "info", "warn", "error" -> the level; an unknown name returns false, *out untouched.
 bool parse_level(std::string_view name, Level* out);
 
 // The line as written: exposed for tests of the format.
-std::string format_line(Format format, Level level, std::string_view timestamp, std::string_view event,
-                        const Fields& fields);
+std::string format_line(Format format, Level level, std::string_view timestamp,
+                        std::string_view event, const Fields& fields);
 
 }  // namespace tightrope::log

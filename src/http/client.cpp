@@ -26,10 +26,12 @@ size_t collect_header(char* data, size_t size, size_t count, void* user) {
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) {
       value.remove_prefix(1);
     }
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
+    while (!value.empty() &&
+           (value.back() == '\r' || value.back() == '\n' || value.back() == ' ')) {
       value.remove_suffix(1);
     }
-    static_cast<std::vector<std::pair<std::string, std::string>>*>(user)->emplace_back(std::move(name), value);
+    static_cast<std::vector<std::pair<std::string, std::string>>*>(user)->emplace_back(
+        std::move(name), value);
   }
   return size * count;
 }
@@ -138,7 +140,8 @@ void Client::prepare(Handle& handle, const Request& request, Prepared& prepared)
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, prepared.headers.get());
   // Blobs are copied by curl (CURL_BLOB_COPY), so they need not outlive the call.
   const auto set_blob = [c](CURLoption option, const std::string& pem) {
-    curl_blob blob{const_cast<char*>(pem.data()), pem.size(), CURL_BLOB_COPY};  // NOLINT: curl's API
+    curl_blob blob{const_cast<char*>(pem.data()), pem.size(),
+                   CURL_BLOB_COPY};  // NOLINT: curl's API
     curl_easy_setopt(c, option, &blob);
   };
   if (!tls_.ca_pem.empty()) {
@@ -233,7 +236,8 @@ Result<long, TransportError> Client::stream(const Request& request, const ChunkH
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &state);
   const CURLcode rc = curl_easy_perform(c);
   if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && state.stopped_by_handler)) {
-    return fail(TransportError{TransportError::Kind::kCancelled, request.method + " " + request.url + ": stopped"});
+    return fail(TransportError{TransportError::Kind::kCancelled,
+                               request.method + " " + request.url + ": stopped"});
   }
   if (rc != CURLE_OK) {
     return fail(TransportError{kind_of(rc),

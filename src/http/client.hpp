@@ -47,7 +47,7 @@ struct TransportError {
 
 // Files and in-memory PEM are alternatives: a kubeconfig carries either.
 struct TlsOptions {
-  std::string ca_file;    // trust these CAs (PEM file); empty (and no ca_pem): the system's
+  std::string ca_file;  // trust these CAs (PEM file); empty (and no ca_pem): the system's
   std::string ca_pem;
   std::string cert_file;  // client certificate (PEM), optional
   std::string cert_pem;

@@ -129,12 +129,13 @@ Client::Client(Config config, ClientOptions options)
                              .insecure_skip_verify = config_.insecure_skip_tls_verify}),
       limiter_(std::make_unique<TokenBucket>(options_.qps, options_.burst)) {
   if (options_.metrics != nullptr) {
-    requests_ = &options_.metrics->counter("rest_client_requests_total",
-                                           "Kubernetes API requests by verb, resource and HTTP code",
-                                           {"verb", "resource", "code"});
+    requests_ = &options_.metrics->counter(
+        "rest_client_requests_total", "Kubernetes API requests by verb, resource and HTTP code",
+        {"verb", "resource", "code"});
     latency_ = &options_.metrics->histogram("rest_client_request_duration_seconds",
                                             "Kubernetes API request latency by verb and resource",
-                                            {"verb", "resource"}, metrics::exponential_buckets(0.001, 2, 15));
+                                            {"verb", "resource"},
+                                            metrics::exponential_buckets(0.001, 2, 15));
   }
 }
 
@@ -182,7 +183,8 @@ void Client::wait_for_token() {
   milliseconds delay{0};
   {
     std::lock_guard lock(limiter_mu_);
-    delay = std::chrono::duration_cast<milliseconds>(limiter_->reserve(std::chrono::steady_clock::now()));
+    delay = std::chrono::duration_cast<milliseconds>(
+        limiter_->reserve(std::chrono::steady_clock::now()));
   }
   if (delay.count() > 0) {
     std::this_thread::sleep_for(delay);
@@ -193,8 +195,13 @@ void Client::observe(const Call& call, long code, std::chrono::steady_clock::dur
   if (requests_ == nullptr) {
     return;
   }
-  requests_->with({{"verb", call.verb}, {"resource", call.resource}, {"code", code == 0 ? "<error>" : std::to_string(code)}}).inc();
-  latency_->with({{"verb", call.verb}, {"resource", call.resource}}).observe(std::chrono::duration<double>(took).count());
+  requests_
+      ->with({{"verb", call.verb},
+              {"resource", call.resource},
+              {"code", code == 0 ? "<error>" : std::to_string(code)}})
+      .inc();
+  latency_->with({{"verb", call.verb}, {"resource", call.resource}})
+      .observe(std::chrono::duration<double>(took).count());
 }
 
 Result<std::string> Client::call(const Call& call) {
@@ -203,8 +210,8 @@ Result<std::string> Client::call(const Call& call) {
   if (!token) {
     return fail(token.error());
   }
-  http::Request request{call.method, config_.server + call.path, call.body, headers(call.content_type),
-                        options_.timeout};
+  http::Request request{call.method, config_.server + call.path, call.body,
+                        headers(call.content_type), options_.timeout};
   if (!token->empty()) {
     request.headers.emplace_back("Authorization", "Bearer " + *token);
   }
@@ -236,8 +243,9 @@ Result<std::string> Client::call(const Call& call) {
       server_wait = retry_after(*response);
       // 429: the server did not act. 5xx: it may have, so only idempotent calls unless the
       // server itself asks to be asked again (Retry-After).
-      const bool retry = response->status == 429 ||
-                         (response->status >= 500 && response->status != 501 && (call.idempotent || server_wait));
+      const bool retry =
+          response->status == 429 ||
+          (response->status >= 500 && response->status != 501 && (call.idempotent || server_wait));
       if (!retry) {
         return fail(std::move(last));
       }
@@ -257,8 +265,8 @@ Result<std::string> Client::call(const Call& call) {
   return fail(std::move(last));
 }
 
-Result<nlohmann::json> Client::get(const ResourceType& type, const std::string& ns, const std::string& name,
-                                   const std::string& subresource) {
+Result<nlohmann::json> Client::get(const ResourceType& type, const std::string& ns,
+                                   const std::string& name, const std::string& subresource) {
   const std::string path = resource_path(type, ns, name, subresource);
   auto body = call({"GET", path, "", "", true, "get", type.resource});
   if (!body) {
@@ -267,11 +275,14 @@ Result<nlohmann::json> Client::get(const ResourceType& type, const std::string& 
   return parse_object("GET " + path, *body);
 }
 
-Result<std::string> Client::list_raw(const ResourceType& type, const std::string& ns, const ListOptions& options) {
-  return call({"GET", resource_path(type, ns) + list_query(options), "", "", true, "list", type.resource});
+Result<std::string> Client::list_raw(const ResourceType& type, const std::string& ns,
+                                     const ListOptions& options) {
+  return call(
+      {"GET", resource_path(type, ns) + list_query(options), "", "", true, "list", type.resource});
 }
 
-Result<ObjectList> Client::list(const ResourceType& type, const std::string& ns, const ListOptions& options) {
+Result<ObjectList> Client::list(const ResourceType& type, const std::string& ns,
+                                const ListOptions& options) {
   auto body = list_raw(type, ns, options);
   if (!body) {
     return fail(body.error());
@@ -291,8 +302,8 @@ Result<ObjectList> Client::list(const ResourceType& type, const std::string& ns,
   return list;
 }
 
-Result<ObjectList> Client::list_all(const ResourceType& type, const std::string& ns, ListOptions options,
-                                    int64_t page_size) {
+Result<ObjectList> Client::list_all(const ResourceType& type, const std::string& ns,
+                                    ListOptions options, int64_t page_size) {
   options.limit = page_size;
   ObjectList all;
   for (;;) {
@@ -317,7 +328,8 @@ Result<ObjectList> Client::list_all(const ResourceType& type, const std::string&
 Result<nlohmann::json> Client::create(const ResourceType& type, const std::string& ns,
                                       const nlohmann::json& object) {
   const std::string path = resource_path(type, ns);
-  auto body = call({"POST", path, object.dump(), "application/json", false, "create", type.resource});
+  auto body =
+      call({"POST", path, object.dump(), "application/json", false, "create", type.resource});
   if (!body) {
     return fail(body.error());
   }
@@ -325,7 +337,8 @@ Result<nlohmann::json> Client::create(const ResourceType& type, const std::strin
 }
 
 Result<nlohmann::json> Client::update(const ResourceType& type, const std::string& ns,
-                                      const nlohmann::json& object, const std::string& subresource) {
+                                      const nlohmann::json& object,
+                                      const std::string& subresource) {
   const std::string path = resource_path(type, ns, object_name(object), subresource);
   auto body = call({"PUT", path, object.dump(), "application/json", true, "update", type.resource});
   if (!body) {
@@ -334,8 +347,8 @@ Result<nlohmann::json> Client::update(const ResourceType& type, const std::strin
   return parse_object("PUT " + path, *body);
 }
 
-Result<nlohmann::json> Client::remove(const ResourceType& type, const std::string& ns, const std::string& name,
-                                      const DeleteOptions& options) {
+Result<nlohmann::json> Client::remove(const ResourceType& type, const std::string& ns,
+                                      const std::string& name, const DeleteOptions& options) {
   nlohmann::json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
   if (options.propagation != PropagationPolicy::kDefault) {
     opts["propagationPolicy"] = propagation_name(options.propagation);
@@ -350,35 +363,39 @@ Result<nlohmann::json> Client::remove(const ResourceType& type, const std::strin
     opts["preconditions"]["resourceVersion"] = options.precondition_resource_version;
   }
   const std::string path = resource_path(type, ns, name);
-  auto body = call({"DELETE", path, opts.dump(), "application/json", true, "delete", type.resource});
+  auto body =
+      call({"DELETE", path, opts.dump(), "application/json", true, "delete", type.resource});
   if (!body) {
     return fail(body.error());
   }
   return parse_object("DELETE " + path, *body);
 }
 
-Result<nlohmann::json> Client::patch(const ResourceType& type, const std::string& ns, const std::string& name,
-                                     PatchType patch_type, const nlohmann::json& patch,
-                                     const std::string& subresource) {
+Result<nlohmann::json> Client::patch(const ResourceType& type, const std::string& ns,
+                                     const std::string& name, PatchType patch_type,
+                                     const nlohmann::json& patch, const std::string& subresource) {
   const std::string path = resource_path(type, ns, name, subresource);
   // A JSON patch with "test" ops or array appends is not idempotent; merge patches are.
   const bool idempotent = patch_type != PatchType::kJson;
-  auto body = call({"PATCH", path, patch.dump(), patch_content_type(patch_type), idempotent, "patch", type.resource});
+  auto body = call({"PATCH", path, patch.dump(), patch_content_type(patch_type), idempotent,
+                    "patch", type.resource});
   if (!body) {
     return fail(body.error());
   }
   return parse_object("PATCH " + path, *body);
 }
 
-Result<nlohmann::json> Client::apply(const ResourceType& type, const std::string& ns, const nlohmann::json& object,
-                                     const ApplyOptions& options, const std::string& subresource) {
+Result<nlohmann::json> Client::apply(const ResourceType& type, const std::string& ns,
+                                     const nlohmann::json& object, const ApplyOptions& options,
+                                     const std::string& subresource) {
   std::string path = resource_path(type, ns, object_name(object), subresource);
   path += "?fieldManager=" + url_escape(options.field_manager);
   if (options.force) {
     path += "&force=true";
   }
   // JSON is YAML, so the apply body needs no YAML encoder.
-  auto body = call({"PATCH", path, object.dump(), "application/apply-patch+yaml", true, "apply", type.resource});
+  auto body = call(
+      {"PATCH", path, object.dump(), "application/apply-patch+yaml", true, "apply", type.resource});
   if (!body) {
     return fail(body.error());
   }
@@ -398,8 +415,9 @@ Result<nlohmann::json> Client::get_path(const std::string& path) {
   return parse_object("GET " + path, *body);
 }
 
-Result<Done> Client::watch(const ResourceType& type, const std::string& ns, const WatchOptions& options,
-                           const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel) {
+Result<Done> Client::watch(const ResourceType& type, const std::string& ns,
+                           const WatchOptions& options, const WatchChunkHandler& on_chunk,
+                           const std::atomic<bool>* cancel) {
   auto token = bearer_token();
   if (!token) {
     return fail(token.error());
@@ -431,7 +449,7 @@ Result<Done> Client::watch(const ResourceType& type, const std::string& ns, cons
       [&](long code, std::string_view chunk) {
         if (code >= 300) {
           error_status = code;
-          if (error_body.size() < 64 * 1024) {
+          if (error_body.size() < size_t{64} * 1024) {
             error_body.append(chunk);
           }
           return true;

@@ -86,36 +86,41 @@ class Client {
 
   const Config& config() const { return config_; }
 
-  Result<nlohmann::json> get(const ResourceType& type, const std::string& ns, const std::string& name,
-                             const std::string& subresource = "");
-  Result<ObjectList> list(const ResourceType& type, const std::string& ns, const ListOptions& options = {});
+  Result<nlohmann::json> get(const ResourceType& type, const std::string& ns,
+                             const std::string& name, const std::string& subresource = "");
+  Result<ObjectList> list(const ResourceType& type, const std::string& ns,
+                          const ListOptions& options = {});
   // A list answer's body unparsed, for decoders that read it themselves (the informer).
-  Result<std::string> list_raw(const ResourceType& type, const std::string& ns, const ListOptions& options);
+  Result<std::string> list_raw(const ResourceType& type, const std::string& ns,
+                               const ListOptions& options);
   // Every page, `page_size` objects a request.
-  Result<ObjectList> list_all(const ResourceType& type, const std::string& ns, ListOptions options = {},
-                              int64_t page_size = 500);
-  Result<nlohmann::json> create(const ResourceType& type, const std::string& ns, const nlohmann::json& object);
+  Result<ObjectList> list_all(const ResourceType& type, const std::string& ns,
+                              ListOptions options = {}, int64_t page_size = 500);
+  Result<nlohmann::json> create(const ResourceType& type, const std::string& ns,
+                                const nlohmann::json& object);
   // PUT: the object's metadata.resourceVersion makes it conditional (kConflict when stale).
-  Result<nlohmann::json> update(const ResourceType& type, const std::string& ns, const nlohmann::json& object,
-                                const std::string& subresource = "");
+  Result<nlohmann::json> update(const ResourceType& type, const std::string& ns,
+                                const nlohmann::json& object, const std::string& subresource = "");
   Result<nlohmann::json> update_status(const ResourceType& type, const std::string& ns,
                                        const nlohmann::json& object) {
     return update(type, ns, object, "status");
   }
   // The server's answer: the deleted object, or a Status while finalizers hold it.
-  Result<nlohmann::json> remove(const ResourceType& type, const std::string& ns, const std::string& name,
-                                const DeleteOptions& options = {});
-  Result<nlohmann::json> patch(const ResourceType& type, const std::string& ns, const std::string& name,
-                               PatchType patch_type, const nlohmann::json& patch,
-                               const std::string& subresource = "");
+  Result<nlohmann::json> remove(const ResourceType& type, const std::string& ns,
+                                const std::string& name, const DeleteOptions& options = {});
+  Result<nlohmann::json> patch(const ResourceType& type, const std::string& ns,
+                               const std::string& name, PatchType patch_type,
+                               const nlohmann::json& patch, const std::string& subresource = "");
   // Server-side apply of `object` (it carries apiVersion, kind and metadata.name).
-  Result<nlohmann::json> apply(const ResourceType& type, const std::string& ns, const nlohmann::json& object,
-                               const ApplyOptions& options, const std::string& subresource = "");
-  Result<nlohmann::json> get_scale(const ResourceType& type, const std::string& ns, const std::string& name) {
+  Result<nlohmann::json> apply(const ResourceType& type, const std::string& ns,
+                               const nlohmann::json& object, const ApplyOptions& options,
+                               const std::string& subresource = "");
+  Result<nlohmann::json> get_scale(const ResourceType& type, const std::string& ns,
+                                   const std::string& name) {
     return get(type, ns, name, "scale");
   }
-  Result<nlohmann::json> set_replicas(const ResourceType& type, const std::string& ns, const std::string& name,
-                                      int64_t replicas);
+  Result<nlohmann::json> set_replicas(const ResourceType& type, const std::string& ns,
+                                      const std::string& name, int64_t replicas);
 
   // Streams a watch until the server ends it (Done), it fails, `on_chunk` returns false or
   // *cancel turns true (kCancelled). Not retried here: the watcher decides where to resume.

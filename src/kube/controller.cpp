@@ -31,17 +31,21 @@ Request Request::from_key(const std::string& key) {
 Controller::Controller(ControllerOptions options, Reconciler& reconciler)
     : options_(std::move(options)), reconciler_(reconciler), queue_(queue_options(options_)) {
   if (options_.metrics != nullptr) {
-    reconciles_ = &options_.metrics->counter("controller_runtime_reconcile_total",
-                                             "Reconciles by controller and result", {"controller", "result"});
+    reconciles_ =
+        &options_.metrics->counter("controller_runtime_reconcile_total",
+                                   "Reconciles by controller and result", {"controller", "result"});
     errors_ = &options_.metrics->counter("controller_runtime_reconcile_errors_total",
-                                         "Reconciles that failed or threw, by controller", {"controller"});
+                                         "Reconciles that failed or threw, by controller",
+                                         {"controller"});
     duration_ = &options_.metrics->histogram("controller_runtime_reconcile_time_seconds",
                                              "Time a reconcile took, by controller", {"controller"},
                                              metrics::exponential_buckets(0.001, 2, 16));
   }
 }
 
-Controller::~Controller() { stop(); }
+Controller::~Controller() {
+  stop();
+}
 
 void Controller::enqueue_all(const std::vector<Request>& requests) {
   for (const auto& r : requests) {
@@ -82,10 +86,11 @@ void Controller::process(const std::string& key) {
     auto outcome = reconciler_.reconcile(Request::from_key(key));
     if (!outcome) {
       result = "error";
-      log::warn("controller.reconcile_failed", {{"controller", options_.name},
-                                                {"key", key},
-                                                {"error", outcome.error()},
-                                                {"failures", std::to_string(queue_.failures(key) + 1)}});
+      log::warn("controller.reconcile_failed",
+                {{"controller", options_.name},
+                 {"key", key},
+                 {"error", outcome.error()},
+                 {"failures", std::to_string(queue_.failures(key) + 1)}});
       queue_.add_rate_limited(key);
     } else if (outcome->requeue_after.count() > 0) {
       result = "requeue_after";
@@ -101,11 +106,13 @@ void Controller::process(const std::string& key) {
   } catch (const std::exception& e) {
     // A bug in one reconcile must not take the process (and every other key) down with it.
     result = "error";
-    log::error("controller.reconcile_threw", {{"controller", options_.name}, {"key", key}, {"error", e.what()}});
+    log::error("controller.reconcile_threw",
+               {{"controller", options_.name}, {"key", key}, {"error", e.what()}});
     queue_.add_rate_limited(key);
   } catch (...) {
     result = "error";
-    log::error("controller.reconcile_threw", {{"controller", options_.name}, {"key", key}, {"error", "unknown"}});
+    log::error("controller.reconcile_threw",
+               {{"controller", options_.name}, {"key", key}, {"error", "unknown"}});
     queue_.add_rate_limited(key);
   }
   if (reconciles_ != nullptr) {

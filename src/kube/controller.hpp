@@ -27,8 +27,8 @@ struct Request {
 };
 
 struct ReconcileResult {
-  bool requeue = false;                          // again, with backoff
-  std::chrono::milliseconds requeue_after{0};    // again after this long (no backoff)
+  bool requeue = false;                        // again, with backoff
+  std::chrono::milliseconds requeue_after{0};  // again after this long (no backoff)
 };
 
 using ReconcileOutcome = tightrope::Result<ReconcileResult, std::string>;
@@ -81,17 +81,23 @@ class Controller {
   template <typename T>
   void watch_mapped(Informer<T>& informer, std::function<std::vector<Request>(const T&)> map) {
     auto shared = std::make_shared<std::function<std::vector<Request>(const T&)>>(std::move(map));
-    informer.on_add([this, shared](const std::shared_ptr<const T>& object) { enqueue_all((*shared)(*object)); });
-    informer.on_update([this, shared](const std::shared_ptr<const T>& before, const std::shared_ptr<const T>& after) {
+    informer.on_add([this, shared](const std::shared_ptr<const T>& object) {
+      enqueue_all((*shared)(*object));
+    });
+    informer.on_update([this, shared](const std::shared_ptr<const T>& before,
+                                      const std::shared_ptr<const T>& after) {
       // An owner may change: both the old and the new mapping need a look.
       enqueue_all((*shared)(*before));
       enqueue_all((*shared)(*after));
     });
-    informer.on_delete([this, shared](const Deleted<T>& deleted) { enqueue_all((*shared)(*deleted.object)); });
+    informer.on_delete(
+        [this, shared](const Deleted<T>& deleted) { enqueue_all((*shared)(*deleted.object)); });
   }
 
   void enqueue(const Request& request) { queue_.add(request.key()); }
-  void enqueue_after(const Request& request, std::chrono::milliseconds delay) { queue_.add_after(request.key(), delay); }
+  void enqueue_after(const Request& request, std::chrono::milliseconds delay) {
+    queue_.add_after(request.key(), delay);
+  }
 
   void start();
   // Stops taking keys and waits for the reconciles under way.

@@ -5,7 +5,8 @@ namespace tightrope::kube {
 Result<std::vector<ResourceType>> Discovery::fetch(const std::string& api_version) {
   const size_t slash = api_version.find('/');
   const std::string group = slash == std::string::npos ? "" : api_version.substr(0, slash);
-  const std::string version = slash == std::string::npos ? api_version : api_version.substr(slash + 1);
+  const std::string version =
+      slash == std::string::npos ? api_version : api_version.substr(slash + 1);
   auto doc = client_.get_path(group.empty() ? "/api/" + version : "/apis/" + group + "/" + version);
   if (!doc) {
     return fail(doc.error());

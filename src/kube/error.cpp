@@ -87,7 +87,8 @@ Status parse_status(const nlohmann::json& doc) {
     if (causes != details->end() && causes->is_array()) {
       for (const auto& c : *causes) {
         if (c.is_object()) {
-          status.causes.push_back({c.value("reason", ""), c.value("field", ""), c.value("message", "")});
+          status.causes.push_back(
+              {c.value("reason", ""), c.value("field", ""), c.value("message", "")});
         }
       }
     }

@@ -44,13 +44,15 @@ struct Status {
 struct Error {
   ErrorKind kind = ErrorKind::kProtocol;
   long http_status = 0;  // 0: no HTTP answer
-  std::string message;   // "PUT /api/v1/namespaces/a/configmaps/b: 409 Conflict: the object has been modified"
+  std::string message;  // "PUT /api/v1/namespaces/a/configmaps/b: 409 Conflict: the object has been
+                        // modified"
   Status status;
 
   // A server-side apply refused because another field manager owns a field (force takes it).
   bool is_apply_conflict() const;
   bool transient() const {
-    return kind == ErrorKind::kUnavailable || kind == ErrorKind::kTimeout || kind == ErrorKind::kTooManyRequests;
+    return kind == ErrorKind::kUnavailable || kind == ErrorKind::kTimeout ||
+           kind == ErrorKind::kTooManyRequests;
   }
 };
 

@@ -1,5 +1,6 @@
 #include "kube/events.hpp"
 
+#include <array>
 #include <cstdio>
 
 #include "base/log.hpp"
@@ -16,10 +17,11 @@ std::string aggregation_key(const ObjectReference& o, EventType type, const std:
 
 // Event names must be unique: the object's name and the time in hex, as kubectl's are.
 std::string event_name(const std::string& object_name, std::chrono::system_clock::time_point at) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
-  char suffix[24];
-  std::snprintf(suffix, sizeof suffix, ".%llx", static_cast<unsigned long long>(ns));  // NOLINT(cert-err33-c)
-  return object_name + suffix;
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+  std::array<char, 24> suffix{};
+  (void)std::snprintf(suffix.data(), suffix.size(), ".%llx", static_cast<unsigned long long>(ns));
+  return object_name + suffix.data();
 }
 
 }  // namespace
@@ -86,16 +88,19 @@ void EventRecorder::run() {
 
 void EventRecorder::send(const Pending& event) {
   const std::string key = aggregation_key(event.object, event.type, event.reason, event.message);
-  const std::string ns = event.object.namespace_name.empty() ? "default" : event.object.namespace_name;
+  const std::string ns =
+      event.object.namespace_name.empty() ? "default" : event.object.namespace_name;
   std::optional<Sent> previous;
   {
     std::lock_guard lock(mu_);
-    if (auto it = sent_.find(key); it != sent_.end() && event.at - it->second.last < options_.aggregation_window) {
+    if (auto it = sent_.find(key);
+        it != sent_.end() && event.at - it->second.last < options_.aggregation_window) {
       previous = it->second;
     }
   }
   if (previous) {
-    const nlohmann::json patch = {{"count", previous->count + 1}, {"lastTimestamp", format_time(event.at)}};
+    const nlohmann::json patch = {{"count", previous->count + 1},
+                                  {"lastTimestamp", format_time(event.at)}};
     if (auto patched = client_.patch(resources::events(), previous->namespace_name, previous->name,
                                      PatchType::kMerge, patch)) {
       std::lock_guard lock(mu_);
@@ -127,7 +132,8 @@ void EventRecorder::send(const Pending& event) {
   std::lock_guard lock(mu_);
   if (!created) {
     ++dropped_;
-    log::debug("kube.event.dropped", {{"reason", event.reason}, {"error", created.error().message}});
+    log::debug("kube.event.dropped",
+               {{"reason", event.reason}, {"error", created.error().message}});
     return;
   }
   sent_[key] = {ns, (*created)["metadata"].value("name", ""), 1, event.at};

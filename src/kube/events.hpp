@@ -42,7 +42,8 @@ class EventRecorder {
   EventRecorder& operator=(const EventRecorder&) = delete;
 
   // `reason` is UpperCamelCase ("Drained"); `message` a sentence for a human.
-  void record(const ObjectReference& object, EventType type, const std::string& reason, const std::string& message);
+  void record(const ObjectReference& object, EventType type, const std::string& reason,
+              const std::string& message);
   void normal(const ObjectReference& o, const std::string& reason, const std::string& message) {
     record(o, EventType::kNormal, reason, message);
   }

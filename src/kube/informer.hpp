@@ -120,7 +120,8 @@ class Informer final : public InformerBase, private ReflectorSink {
     if (auto ok = decode_(object, value.get()); !ok) {
       // One object the decoder cannot read must not stop the cache: skip it, say so once.
       if (decode_failures_++ == 0) {
-        log::warn("kube.informer.decode_failed", {{"resource", type().resource}, {"error", ok.error()}});
+        log::warn("kube.informer.decode_failed",
+                  {{"resource", type().resource}, {"error", ok.error()}});
       }
       return nullptr;
     }
@@ -229,15 +230,17 @@ class InformerFactory {
 
   template <typename T>
   Informer<T>& informer(const ResourceType& type, const std::string& namespace_name,
-                        typename Informer<T>::Decoder decode, const std::string& label_selector = "") {
-    const std::string key = type.api_version() + "/" + type.resource + "|" + namespace_name + "|" + label_selector +
-                            "|" + typeid(T).name();
+                        typename Informer<T>::Decoder decode,
+                        const std::string& label_selector = "") {
+    const std::string key = type.api_version() + "/" + type.resource + "|" + namespace_name + "|" +
+                            label_selector + "|" + typeid(T).name();
     std::lock_guard lock(mu_);
     auto& slot = informers_[key];
     if (!slot) {
       ReflectorOptions options = defaults_;
       options.label_selector = label_selector;
-      slot = std::make_unique<Informer<T>>(client_, type, namespace_name, std::move(decode), options);
+      slot =
+          std::make_unique<Informer<T>>(client_, type, namespace_name, std::move(decode), options);
     }
     return static_cast<Informer<T>&>(*slot);
   }

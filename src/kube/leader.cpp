@@ -11,11 +11,14 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-int64_t seconds_of(milliseconds d) { return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(d).count()); }
+int64_t seconds_of(milliseconds d) {
+  return std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::seconds>(d).count());
+}
 
 }  // namespace
 
-LeaderElector::LeaderElector(Client& client, LeaderElectionOptions options, LeaderCallbacks callbacks)
+LeaderElector::LeaderElector(Client& client, LeaderElectionOptions options,
+                             LeaderCallbacks callbacks)
     : client_(client), options_(std::move(options)), callbacks_(std::move(callbacks)) {
   if (options_.metrics != nullptr) {
     status_ = &options_.metrics->gauge("leader_election_master_status",
@@ -24,7 +27,9 @@ LeaderElector::LeaderElector(Client& client, LeaderElectionOptions options, Lead
   }
 }
 
-LeaderElector::~LeaderElector() { stop(); }
+LeaderElector::~LeaderElector() {
+  stop();
+}
 
 void LeaderElector::start() {
   if (thread_.joinable()) {
@@ -91,7 +96,8 @@ void LeaderElector::run() {
   std::mt19937 rng(std::random_device{}());
   // Jitter keeps candidates from asking in lock step (client-go's JitterFactor 1.2).
   const auto jittered = [&](milliseconds d) {
-    return milliseconds(std::uniform_int_distribution<int64_t>(d.count(), d.count() * 12 / 10)(rng));
+    return milliseconds(
+        std::uniform_int_distribution<int64_t>(d.count(), d.count() * 12 / 10)(rng));
   };
   while (!stopping_) {
     // Campaign until we hold the lease.
@@ -190,7 +196,8 @@ bool LeaderElector::try_acquire_or_renew() {
   const std::string holder = spec.value("holderIdentity", "");
   const std::string renew_time = spec.value("renewTime", "");
   const int64_t transitions = spec.value("leaseTransitions", int64_t{0});
-  const int64_t duration_s = spec.value("leaseDurationSeconds", seconds_of(options_.lease_duration));
+  const int64_t duration_s =
+      spec.value("leaseDurationSeconds", seconds_of(options_.lease_duration));
   bool new_holder = false;
   {
     std::lock_guard lock(mu_);
@@ -247,7 +254,8 @@ void LeaderElector::release() {
   spec["leaseDurationSeconds"] = 1;
   spec["renewTime"] = format_micro_time(now_wall);
   spec["acquireTime"] = format_micro_time(now_wall);
-  if (auto updated = client_.update(resources::leases(), options_.lease_namespace, *current); !updated) {
+  if (auto updated = client_.update(resources::leases(), options_.lease_namespace, *current);
+      !updated) {
     log::warn("leader.release_failed", {{"error", updated.error().message}});
     return;
   }

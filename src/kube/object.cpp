@@ -12,7 +12,9 @@ std::string object_key(std::string_view namespace_name, std::string_view name) {
   return key;
 }
 
-std::string ObjectMeta::key() const { return object_key(namespace_name, name); }
+std::string ObjectMeta::key() const {
+  return object_key(namespace_name, name);
+}
 
 const std::string* ObjectMeta::label(std::string_view label_name) const {
   for (const auto& [key, value] : labels) {
@@ -58,7 +60,8 @@ bool bool_at(simdjson::dom::element object, std::string_view field) {
 
 DecodeResult decode_meta(simdjson::dom::element object, ObjectMeta* meta) {
   simdjson::dom::element m;
-  if (object["metadata"].get(m) != simdjson::SUCCESS || m.type() != simdjson::dom::element_type::OBJECT) {
+  if (object["metadata"].get(m) != simdjson::SUCCESS ||
+      m.type() != simdjson::dom::element_type::OBJECT) {
     return fail(std::string("the object has no metadata"));
   }
   meta->name = string_at(m, "name");
@@ -85,9 +88,10 @@ DecodeResult decode_meta(simdjson::dom::element object, ObjectMeta* meta) {
   simdjson::dom::array owners;
   if (m["ownerReferences"].get_array().get(owners) == simdjson::SUCCESS) {
     for (const auto owner : owners) {
-      meta->owner_references.push_back({std::string(string_at(owner, "apiVersion")),
-                                        std::string(string_at(owner, "kind")), std::string(string_at(owner, "name")),
-                                        std::string(string_at(owner, "uid")), bool_at(owner, "controller")});
+      meta->owner_references.push_back(
+          {std::string(string_at(owner, "apiVersion")), std::string(string_at(owner, "kind")),
+           std::string(string_at(owner, "name")), std::string(string_at(owner, "uid")),
+           bool_at(owner, "controller")});
     }
   }
   meta->labels.shrink_to_fit();
@@ -135,6 +139,8 @@ DecodeResult decode_document(simdjson::dom::element object, Document* out) {
   return std::monostate{};
 }
 
-DecodeResult decode_meta_only(simdjson::dom::element object, MetaOnly* out) { return decode_meta(object, &out->meta); }
+DecodeResult decode_meta_only(simdjson::dom::element object, MetaOnly* out) {
+  return decode_meta(object, &out->meta);
+}
 
 }  // namespace tightrope::kube

@@ -19,8 +19,8 @@ std::string resource_version_of(simdjson::dom::element object) {
 
 }  // namespace
 
-Reflector::Reflector(Client& client, ResourceType type, std::string namespace_name, ReflectorOptions options,
-                     ReflectorSink& sink)
+Reflector::Reflector(Client& client, ResourceType type, std::string namespace_name,
+                     ReflectorOptions options, ReflectorSink& sink)
     : client_(client),
       type_(std::move(type)),
       namespace_(std::move(namespace_name)),
@@ -28,9 +28,10 @@ Reflector::Reflector(Client& client, ResourceType type, std::string namespace_na
       sink_(sink),
       backoff_(options_.backoff_initial) {
   if (options_.metrics != nullptr) {
-    restarts_ = &options_.metrics->counter("kube_watch_restarts_total",
-                                           "Watches that ended and were started again, by resource and reason",
-                                           {"resource", "reason"});
+    restarts_ = &options_.metrics->counter(
+        "kube_watch_restarts_total",
+        "Watches that ended and were started again, by resource and reason",
+        {"resource", "reason"});
   }
 }
 
@@ -60,7 +61,8 @@ void Reflector::set_state(State state, const std::string& reason) {
   if (state == State::kFailing) {
     if (before != State::kFailing) {
       failing_since_ = std::chrono::steady_clock::now();
-      log::warn("kube.watch.failing", {{"resource", type_.resource}, {"namespace", namespace_}, {"error", reason}});
+      log::warn("kube.watch.failing",
+                {{"resource", type_.resource}, {"namespace", namespace_}, {"error", reason}});
     }
     return;
   }
@@ -70,7 +72,8 @@ void Reflector::set_state(State state, const std::string& reason) {
     log::info("kube.watch.recovered",
               {{"resource", type_.resource},
                {"namespace", namespace_},
-               {"after_s", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(down).count())}});
+               {"after_s",
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(down).count())}});
   }
 }
 
@@ -185,8 +188,9 @@ bool Reflector::watch() {
   options.field_selector = options_.field_selector;
   options.resource_version = last_resource_version();
   options.allow_bookmarks = true;
-  options.timeout_seconds = options_.watch_timeout_seconds +
-                            std::uniform_int_distribution<int>(0, options_.watch_timeout_seconds)(jitter);
+  options.timeout_seconds =
+      options_.watch_timeout_seconds +
+      std::uniform_int_distribution<int>(0, options_.watch_timeout_seconds)(jitter);
   LineSplitter splitter;
   bool gone = false;
   std::string failure;
@@ -202,8 +206,8 @@ bool Reflector::watch() {
       if (event->status.code == 410) {
         gone = true;
       } else {
-        failure = "watch error " + std::to_string(event->status.code) + " " + event->status.reason + ": " +
-                  event->status.message;
+        failure = "watch error " + std::to_string(event->status.code) + " " + event->status.reason +
+                  ": " + event->status.message;
       }
       return false;
     }
@@ -224,7 +228,8 @@ bool Reflector::watch() {
     return !stopping_.load();
   };
   auto result = client_.watch(
-      type_, namespace_, options, [&](std::string_view chunk) { return splitter.feed(chunk, on_line); }, &stopping_);
+      type_, namespace_, options,
+      [&](std::string_view chunk) { return splitter.feed(chunk, on_line); }, &stopping_);
   if (splitter.overflowed()) {
     failure = "a watch event longer than the line limit";
   }

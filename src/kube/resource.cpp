@@ -2,9 +2,10 @@
 
 namespace tightrope::kube {
 
-std::string resource_path(const ResourceType& type, std::string_view namespace_name, std::string_view name,
-                          std::string_view subresource) {
-  std::string path = type.group.empty() ? "/api/" + type.version : "/apis/" + type.group + "/" + type.version;
+std::string resource_path(const ResourceType& type, std::string_view namespace_name,
+                          std::string_view name, std::string_view subresource) {
+  std::string path =
+      type.group.empty() ? "/api/" + type.version : "/apis/" + type.group + "/" + type.version;
   if (type.namespaced && !namespace_name.empty()) {
     path.append("/namespaces/").append(namespace_name);
   }
@@ -19,13 +20,13 @@ std::string resource_path(const ResourceType& type, std::string_view namespace_n
 }
 
 std::string url_escape(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
+  static constexpr std::string_view kHex = "0123456789ABCDEF";
   std::string out;
   out.reserve(value.size());
   for (const char c : value) {
     const auto u = static_cast<unsigned char>(c);
-    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' || u == '_' ||
-        u == '.' || u == '~') {
+    if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9') || u == '-' ||
+        u == '_' || u == '.' || u == '~') {
       out.push_back(c);
     } else {
       out.push_back('%');
@@ -38,8 +39,10 @@ std::string url_escape(std::string_view value) {
 
 namespace resources {
 namespace {
-ResourceType make(std::string group, std::string version, std::string resource, std::string kind, bool namespaced) {
-  return ResourceType{std::move(group), std::move(version), std::move(resource), std::move(kind), namespaced};
+ResourceType make(std::string group, std::string version, std::string resource, std::string kind,
+                  bool namespaced) {
+  return ResourceType{std::move(group), std::move(version), std::move(resource), std::move(kind),
+                      namespaced};
 }
 }  // namespace
 
@@ -81,7 +84,8 @@ const ResourceType& pod_templates() {
   return t;
 }
 const ResourceType& persistent_volume_claims() {
-  static const ResourceType t = make("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true);
+  static const ResourceType t =
+      make("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true);
   return t;
 }
 const ResourceType& deployments() {
@@ -93,7 +97,8 @@ const ResourceType& stateful_sets() {
   return t;
 }
 const ResourceType& controller_revisions() {
-  static const ResourceType t = make("apps", "v1", "controllerrevisions", "ControllerRevision", true);
+  static const ResourceType t =
+      make("apps", "v1", "controllerrevisions", "ControllerRevision", true);
   return t;
 }
 const ResourceType& leases() {
@@ -101,12 +106,13 @@ const ResourceType& leases() {
   return t;
 }
 const ResourceType& pod_disruption_budgets() {
-  static const ResourceType t = make("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true);
+  static const ResourceType t =
+      make("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", true);
   return t;
 }
 const ResourceType& custom_resource_definitions() {
-  static const ResourceType t =
-      make("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false);
+  static const ResourceType t = make("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                                     "CustomResourceDefinition", false);
   return t;
 }
 }  // namespace resources

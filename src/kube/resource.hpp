@@ -21,8 +21,8 @@ struct ResourceType {
 
 // The path of a collection or of one object: /api/v1/namespaces/ns/pods[/name[/subresource]].
 // An empty namespace with a namespaced type is the collection across all namespaces.
-std::string resource_path(const ResourceType& type, std::string_view namespace_name, std::string_view name = {},
-                          std::string_view subresource = {});
+std::string resource_path(const ResourceType& type, std::string_view namespace_name,
+                          std::string_view name = {}, std::string_view subresource = {});
 
 // Percent-encodes a query parameter value.
 std::string url_escape(std::string_view value);

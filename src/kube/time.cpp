@@ -1,5 +1,6 @@
 #include "kube/time.hpp"
 
+#include <array>
 #include <cstdio>
 #include <ctime>
 
@@ -9,20 +10,21 @@ std::string format_time(std::chrono::system_clock::time_point t) {
   const std::time_t secs = std::chrono::system_clock::to_time_t(t);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  std::array<char, 32> buf{};
+  (void)std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf.data();
 }
 
 std::string format_micro_time(std::chrono::system_clock::time_point t) {
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(micros / 1000000);
+  const auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const auto secs = static_cast<std::time_t>(micros / 1000000);
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%06dZ", static_cast<int>(micros % 1000000));  // NOLINT(cert-err33-c)
-  return buf;
+  std::array<char, 40> buf{};
+  const size_t n = std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm);
+  (void)std::snprintf(buf.data() + n, buf.size() - n, ".%06dZ", static_cast<int>(micros % 1000000));
+  return buf.data();
 }
 
 std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view text) {
@@ -34,7 +36,8 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
   int second = 0;
   const std::string s(text);
   int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &month, &day, &hour, &minute, &second,  // NOLINT
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &year, &month, &day, &hour, &minute,
+                  &second,  // NOLINT
                   &consumed) != 6) {
     return std::nullopt;
   }

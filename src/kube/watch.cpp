@@ -18,7 +18,8 @@ const char* to_string(WatchEventType type) {
   return "?";
 }
 
-bool LineSplitter::feed(std::string_view chunk, const std::function<bool(std::string_view line)>& on_line) {
+bool LineSplitter::feed(std::string_view chunk,
+                        const std::function<bool(std::string_view line)>& on_line) {
   while (!chunk.empty()) {
     const size_t newline = chunk.find('\n');
     if (newline == std::string_view::npos) {
@@ -53,7 +54,8 @@ bool LineSplitter::feed(std::string_view chunk, const std::function<bool(std::st
   return true;
 }
 
-tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::parser& parser, std::string_view line) {
+tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::parser& parser,
+                                                             std::string_view line) {
   simdjson::dom::element doc;
   if (auto error = parser.parse(line.data(), line.size()).get(doc); error != simdjson::SUCCESS) {
     return fail(std::string("a watch event that is not JSON: ") + simdjson::error_message(error));
@@ -77,7 +79,8 @@ tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::pars
     return fail("a watch event of unknown type " + std::string(type.substr(0, 32)));
   }
   simdjson::dom::element object;
-  if (doc["object"].get(object) != simdjson::SUCCESS || object.type() != simdjson::dom::element_type::OBJECT) {
+  if (doc["object"].get(object) != simdjson::SUCCESS ||
+      object.type() != simdjson::dom::element_type::OBJECT) {
     return fail(std::string("a watch event without an object"));
   }
   event.object = object;

@@ -48,6 +48,7 @@ class LineSplitter {
 };
 
 // Parses one line into an event. The object stays valid until `parser` parses again.
-tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::parser& parser, std::string_view line);
+tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::parser& parser,
+                                                             std::string_view line);
 
 }  // namespace tightrope::kube

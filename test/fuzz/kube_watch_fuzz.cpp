@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The first byte sets the chunk size, as a network would cut the stream.
   const size_t chunk = 1 + data[0] % 64;
-  const std::string_view stream(reinterpret_cast<const char*>(data + 1), size - 1);  // NOLINT: libFuzzer's bytes
+  const std::string_view stream(reinterpret_cast<const char*>(data + 1),
+                                size - 1);  // NOLINT: libFuzzer's bytes
   LineSplitter splitter(1 << 16);
   simdjson::dom::parser parser;
   for (size_t at = 0; at < stream.size(); at += chunk) {

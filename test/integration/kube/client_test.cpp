@@ -20,7 +20,8 @@ using testing::make_client;
 using testing::unique_name;
 
 json config_map(const std::string& name, const json& data) {
-  return {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}, {"data", data}};
+  return {
+      {"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", name}}}, {"data", data}};
 }
 
 TEST(KubeClient, CreatesGetsListsAndDeletesAConfigMap) {
@@ -103,7 +104,8 @@ TEST(KubeClient, PatchesWithMergeJsonAndStrategicMergePatches) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
   ASSERT_TRUE(client->create(resources::config_maps(), ns, config_map("p", {{"a", "1"}})));
-  auto merged = client->patch(resources::config_maps(), ns, "p", PatchType::kMerge, {{"data", {{"b", "2"}}}});
+  auto merged =
+      client->patch(resources::config_maps(), ns, "p", PatchType::kMerge, {{"data", {{"b", "2"}}}});
   ASSERT_TRUE(merged) << merged.error().message;
   EXPECT_EQ((*merged)["data"], json({{"a", "1"}, {"b", "2"}}));
   auto json_patched = client->patch(resources::config_maps(), ns, "p", PatchType::kJson,
@@ -119,13 +121,16 @@ TEST(KubeClient, PatchesWithMergeJsonAndStrategicMergePatches) {
 TEST(KubeClient, ApplyRefusesAFieldOwnedByAnotherManagerUntilForced) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
-  auto first = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "alpha"}}), {"alpha", false});
+  auto first = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "alpha"}}),
+                             {"alpha", false});
   ASSERT_TRUE(first) << first.error().message;
-  auto clash = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "beta"}}), {"beta", false});
+  auto clash = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "beta"}}),
+                             {"beta", false});
   ASSERT_FALSE(clash);
   EXPECT_EQ(clash.error().kind, ErrorKind::kConflict);
   EXPECT_TRUE(clash.error().is_apply_conflict()) << clash.error().message;
-  auto forced = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "beta"}}), {"beta", true});
+  auto forced = client->apply(resources::config_maps(), ns, config_map("s", {{"owner", "beta"}}),
+                              {"beta", true});
   ASSERT_TRUE(forced) << forced.error().message;
   EXPECT_EQ((*forced)["data"]["owner"], "beta");
   bool beta_manages = false;
@@ -160,10 +165,12 @@ TEST(KubeClient, PagesThroughTwoThousandConfigMaps) {
   constexpr int kCount = 2000;
   std::atomic<int> failures{0};
   std::vector<std::thread> writers;
+  writers.reserve(4);
   for (int w = 0; w < 4; ++w) {
     writers.emplace_back([&, w] {
       for (int i = w; i < kCount; i += 4) {
-        if (!client->create(resources::config_maps(), ns, config_map("page-" + std::to_string(i), {}))) {
+        if (!client->create(resources::config_maps(), ns,
+                            config_map("page-" + std::to_string(i), {}))) {
           ++failures;
         }
       }
@@ -208,8 +215,8 @@ TEST(KubeClient, WritesStatusThroughTheStatusSubresource) {
   auto created = client->create(resources::pods(), ns, pod);
   ASSERT_TRUE(created) << created.error().message;
   json with_status = *created;
-  with_status["status"]["conditions"] =
-      json::array({{{"type", "SlurmNodeStateIdle"}, {"status", "True"}, {"message", "from a test"}}});
+  with_status["status"]["conditions"] = json::array(
+      {{{"type", "SlurmNodeStateIdle"}, {"status", "True"}, {"message", "from a test"}}});
   auto updated = client->update_status(resources::pods(), ns, with_status);
   ASSERT_TRUE(updated) << updated.error().message;
   auto got = client->get(resources::pods(), ns, "st", "status");
@@ -220,7 +227,8 @@ TEST(KubeClient, WritesStatusThroughTheStatusSubresource) {
       {{"apiVersion", "v1"},
        {"kind", "Pod"},
        {"metadata", {{"name", "st"}}},
-       {"status", {{"conditions", json::array({{{"type", "SlurmNodeStateDrain"}, {"status", "True"}}})}}}},
+       {"status",
+        {{"conditions", json::array({{{"type", "SlurmNodeStateDrain"}, {"status", "True"}}})}}}},
       {"tightrope-test", true}, "status");
   ASSERT_TRUE(applied) << applied.error().message;
 }
@@ -251,14 +259,15 @@ TEST(KubeClient, ReadsAndSetsTheScaleSubresource) {
 TEST(KubeClient, CreatesEventsAndLeases) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
-  auto event = client->create(resources::events(), ns,
-                              {{"apiVersion", "v1"},
-                               {"kind", "Event"},
-                               {"metadata", {{"name", "e1"}}},
-                               {"involvedObject", {{"kind", "ConfigMap"}, {"name", "x"}, {"namespace", ns}}},
-                               {"reason", "Tested"},
-                               {"message", "a test event"},
-                               {"type", "Normal"}});
+  auto event =
+      client->create(resources::events(), ns,
+                     {{"apiVersion", "v1"},
+                      {"kind", "Event"},
+                      {"metadata", {{"name", "e1"}}},
+                      {"involvedObject", {{"kind", "ConfigMap"}, {"name", "x"}, {"namespace", ns}}},
+                      {"reason", "Tested"},
+                      {"message", "a test event"},
+                      {"type", "Normal"}});
   ASSERT_TRUE(event) << event.error().message;
   auto lease = client->create(resources::leases(), ns,
                               {{"apiVersion", "coordination.k8s.io/v1"},
@@ -290,11 +299,13 @@ TEST(KubeClient, CountsRequestsInItsMetrics) {
   ASSERT_TRUE(client.get(resources::namespaces(), "", "default"));
   EXPECT_FALSE(client.get(resources::namespaces(), "", unique_name("absent")));
   const std::string text = registry.render();
-  EXPECT_NE(text.find(R"(rest_client_requests_total{verb="get",resource="namespaces",code="200"} 1)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(R"(rest_client_requests_total{verb="get",resource="namespaces",code="200"} 1)"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find(R"(rest_client_requests_total{verb="get",resource="namespaces",code="404"} 1)"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find(R"(rest_client_requests_total{verb="get",resource="namespaces",code="404"} 1)"),
+      std::string::npos);
 }
 
 }  // namespace

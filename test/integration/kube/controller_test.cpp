@@ -41,26 +41,34 @@ void install_widget_crd(Client& client) {
       {"spec",
        {{"group", kGroup},
         {"scope", "Namespaced"},
-        {"names", {{"plural", "widgets"}, {"singular", "widget"}, {"kind", "Widget"}, {"listKind", "WidgetList"}}},
+        {"names",
+         {{"plural", "widgets"},
+          {"singular", "widget"},
+          {"kind", "Widget"},
+          {"listKind", "WidgetList"}}},
         {"versions",
-         json::array({{{"name", "v1"},
-                       {"served", true},
-                       {"storage", true},
-                       {"subresources", {{"status", json::object()}}},
-                       {"schema",
-                        {{"openAPIV3Schema",
-                          {{"type", "object"},
-                           {"properties",
-                            {{"spec", {{"type", "object"}, {"properties", {{"size", {{"type", "integer"}}}}}}},
-                             {"status",
-                              {{"type", "object"},
-                               {"properties",
-                                {{"observedGeneration", {{"type", "integer"}}},
-                                 {"configMap", {{"type", "string"}}}}}}}}}}}}}}})}}}};
-  auto applied = client.apply(resources::custom_resource_definitions(), "", crd, {"tightrope-test", true});
+         json::array(
+             {{{"name", "v1"},
+               {"served", true},
+               {"storage", true},
+               {"subresources", {{"status", json::object()}}},
+               {"schema",
+                {{"openAPIV3Schema",
+                  {{"type", "object"},
+                   {"properties",
+                    {{"spec",
+                      {{"type", "object"}, {"properties", {{"size", {{"type", "integer"}}}}}}},
+                     {"status",
+                      {{"type", "object"},
+                       {"properties",
+                        {{"observedGeneration", {{"type", "integer"}}},
+                         {"configMap", {{"type", "string"}}}}}}}}}}}}}}})}}}};
+  auto applied =
+      client.apply(resources::custom_resource_definitions(), "", crd, {"tightrope-test", true});
   ASSERT_TRUE(applied) << applied.error().message;
   ASSERT_TRUE(eventually([&] {
-    auto got = client.get(resources::custom_resource_definitions(), "", std::string("widgets.") + kGroup);
+    auto got =
+        client.get(resources::custom_resource_definitions(), "", std::string("widgets.") + kGroup);
     if (!got) {
       return false;
     }
@@ -75,8 +83,8 @@ void install_widget_crd(Client& client) {
 
 class WidgetReconciler : public Reconciler {
  public:
-  WidgetReconciler(Client& client, Informer<Document>& widgets, const ResourceType& type)
-      : client_(client), widgets_(widgets), type_(type) {}
+  WidgetReconciler(Client& client, Informer<Document>& widgets, ResourceType type)
+      : client_(client), widgets_(widgets), type_(std::move(type)) {}
 
   ReconcileOutcome reconcile(const Request& request) override {
     ++reconciles;
@@ -94,22 +102,24 @@ class WidgetReconciler : public Reconciler {
                      {"kind", "ConfigMap"},
                      {"metadata",
                       {{"name", cm_name},
-                       {"ownerReferences",
-                        json::array({{{"apiVersion", type_.api_version()},
-                                      {"kind", "Widget"},
-                                      {"name", request.name},
-                                      {"uid", widget->meta.uid},
-                                      {"controller", true}}})}}},
+                       {"ownerReferences", json::array({{{"apiVersion", type_.api_version()},
+                                                         {"kind", "Widget"},
+                                                         {"name", request.name},
+                                                         {"uid", widget->meta.uid},
+                                                         {"controller", true}}})}}},
                      {"data", {{"size", std::to_string(doc["spec"].value("size", 0))}}}};
-    if (auto applied = client_.apply(resources::config_maps(), request.namespace_name, cm, {"widget-controller", true});
+    if (auto applied = client_.apply(resources::config_maps(), request.namespace_name, cm,
+                                     {"widget-controller", true});
         !applied) {
       return fail(applied.error().message);
     }
-    const json status = {{"apiVersion", type_.api_version()},
-                         {"kind", "Widget"},
-                         {"metadata", {{"name", request.name}}},
-                         {"status", {{"observedGeneration", widget->meta.generation}, {"configMap", cm_name}}}};
-    if (auto applied = client_.apply(type_, request.namespace_name, status, {"widget-controller", true}, "status");
+    const json status = {
+        {"apiVersion", type_.api_version()},
+        {"kind", "Widget"},
+        {"metadata", {{"name", request.name}}},
+        {"status", {{"observedGeneration", widget->meta.generation}, {"configMap", cm_name}}}};
+    if (auto applied = client_.apply(type_, request.namespace_name, status,
+                                     {"widget-controller", true}, "status");
         !applied) {
       return fail(applied.error().message);
     }
@@ -184,15 +194,17 @@ TEST(Controller, ReconcilesACustomResourceEndToEnd) {
   controller.stop();
   factory.stop_all();
   const std::string text = registry.render();
-  EXPECT_NE(text.find(R"(controller_runtime_reconcile_errors_total{controller="widget"})"), std::string::npos);
+  EXPECT_NE(text.find(R"(controller_runtime_reconcile_errors_total{controller="widget"})"),
+            std::string::npos);
   EXPECT_NE(text.find(R"(workqueue_adds_total{name="widget"})"), std::string::npos) << text;
 }
 
 TEST(EventRecorder, AggregatesRepeatsIntoOneEvent) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
-  auto cm = client->create(resources::config_maps(), ns,
-                           {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "subject"}}}});
+  auto cm = client->create(
+      resources::config_maps(), ns,
+      {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "subject"}}}});
   ASSERT_TRUE(cm);
   EventRecorder recorder(*client, {"tightrope-test", "test-instance"});
   const ObjectReference ref{"v1", "ConfigMap", ns, "subject", (*cm)["metadata"]["uid"]};

@@ -46,14 +46,16 @@ json config_map(const std::string& name, const json& labels, const json& data) {
 }
 
 json pod_template(const std::string& name, const std::string& image) {
-  return {{"apiVersion", "v1"},
-          {"kind", "PodTemplate"},
-          {"metadata", {{"name", name}}},
-          {"template", {{"spec", {{"containers", json::array({{{"name", "c"}, {"image", image}}})}}}}}};
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "PodTemplate"},
+      {"metadata", {{"name", name}}},
+      {"template", {{"spec", {{"containers", json::array({{{"name", "c"}, {"image", image}}})}}}}}};
 }
 
 // The names and resourceVersions the server holds now.
-std::map<std::string, std::string> server_state(Client& client, const ResourceType& type, const std::string& ns) {
+std::map<std::string, std::string> server_state(Client& client, const ResourceType& type,
+                                                const std::string& ns) {
   std::map<std::string, std::string> out;
   auto list = client.list(type, ns);
   EXPECT_TRUE(list);
@@ -94,9 +96,12 @@ TEST(Informer, FollowsAddsUpdatesAndDeletesWithIndexes) {
   informer.start();
   ASSERT_TRUE(informer.wait_for_sync(std::chrono::seconds(20)));
 
-  ASSERT_TRUE(client->create(resources::config_maps(), ns, config_map("one", {{"tier", "gold"}}, {{"v", "1"}})));
-  ASSERT_TRUE(client->create(resources::config_maps(), ns, config_map("two", {{"tier", "lead"}}, {})));
-  ASSERT_TRUE(client->patch(resources::config_maps(), ns, "one", PatchType::kMerge, {{"data", {{"v", "2"}}}}));
+  ASSERT_TRUE(client->create(resources::config_maps(), ns,
+                             config_map("one", {{"tier", "gold"}}, {{"v", "1"}})));
+  ASSERT_TRUE(
+      client->create(resources::config_maps(), ns, config_map("two", {{"tier", "lead"}}, {})));
+  ASSERT_TRUE(client->patch(resources::config_maps(), ns, "one", PatchType::kMerge,
+                            {{"data", {{"v", "2"}}}}));
   ASSERT_TRUE(client->remove(resources::config_maps(), ns, "two"));
   ASSERT_TRUE(eventually([&] {
     std::lock_guard lock(mu);
@@ -216,9 +221,13 @@ TEST(InformerWithoutApiServer, RetriesBoundedLogsOnceAndRecovers) {
   ASSERT_EQ(TestBed::up(), 0);
   auto fresh = make_client();
   ASSERT_TRUE(eventually(
-      [&] { return static_cast<bool>(fresh->create(resources::config_maps(), ns, config_map("after", {}, {}))); },
+      [&] {
+        return static_cast<bool>(
+            fresh->create(resources::config_maps(), ns, config_map("after", {}, {})));
+      },
       std::chrono::seconds(60)));
-  EXPECT_TRUE(eventually([&] { return informer.store().get(ns + "/after") != nullptr; }, std::chrono::seconds(30)));
+  EXPECT_TRUE(eventually([&] { return informer.store().get(ns + "/after") != nullptr; },
+                         std::chrono::seconds(30)));
   log::set_sink(previous);
 
   // Bounded retries: a few attempts in 8 s with backoff up to 2 s, not thousands.

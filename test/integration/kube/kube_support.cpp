@@ -28,9 +28,10 @@ std::string unique_name(const std::string& prefix) {
 }
 
 std::string fresh_namespace(Client& client) {
-  const std::string name = unique_name("t");
-  auto created = client.create(resources::namespaces(), "",
-                               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
+  std::string name = unique_name("t");
+  auto created =
+      client.create(resources::namespaces(), "",
+                    {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
   if (!created) {
     ADD_FAILURE() << "namespace " << name << ": " << created.error().message;
   }

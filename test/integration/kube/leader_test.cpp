@@ -1,6 +1,8 @@
 // Leader election between real processes on the bed's API server: one leads at a time, a
 // killed leader is replaced within about one lease duration, a frozen leader that wakes up does
 // not act, and a clean stop releases the lease.
+#include "kube/leader.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "kube/leader.hpp"
 #include "kube_support.hpp"
 #include "testbed.hpp"
 
@@ -21,7 +22,8 @@ using testing::fresh_namespace;
 using testing::make_client;
 
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -35,8 +37,8 @@ Candidate spawn(const std::string& ns, const std::string& identity, const std::s
   c.file = dir + "/" + identity + ".log";
   c.pid = fork();
   if (c.pid == 0) {
-    execl(TIGHTROPE_LEASE_CANDIDATE, TIGHTROPE_LEASE_CANDIDATE, ns.c_str(), "operator-lease", identity.c_str(),
-          c.file.c_str(), static_cast<char*>(nullptr));
+    execl(TIGHTROPE_LEASE_CANDIDATE, TIGHTROPE_LEASE_CANDIDATE, ns.c_str(), "operator-lease",
+          identity.c_str(), c.file.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   return c;
@@ -76,9 +78,8 @@ void reap(pid_t pid) {
 TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
-  char dir_template[] = "/tmp/tightrope-lease-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
+  std::string dir = "/tmp/tightrope-lease-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
 
   Candidate a = spawn(ns, "a", dir);
   ASSERT_TRUE(eventually([&] { return !lines_of(a, "act").empty(); }, std::chrono::seconds(20)));

@@ -15,10 +15,13 @@ namespace {
 
 std::atomic<bool> g_terminate{false};
 
-void on_sigterm(int /*signal*/) { g_terminate = true; }
+void on_sigterm(int /*signal*/) {
+  g_terminate = true;
+}
 
 int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -26,11 +29,12 @@ int64_t now_ms() {
 
 int main(int argc, char** argv) {
   using namespace tightrope::kube;  // NOLINT(google-build-using-namespace): a small test program
-  if (argc != 5 || std::getenv("KUBECONFIG") == nullptr) {
+  const char* kubeconfig = std::getenv("KUBECONFIG");
+  if (argc != 5 || kubeconfig == nullptr) {
     std::cerr << "usage: KUBECONFIG=... lease_candidate NAMESPACE LEASE IDENTITY OUTPUT_FILE\n";
     return 2;
   }
-  auto config = load_kubeconfig(std::getenv("KUBECONFIG"));
+  auto config = load_kubeconfig(kubeconfig);
   if (!config) {
     std::cerr << config.error().to_string() << "\n";
     return 2;
@@ -41,7 +45,7 @@ int main(int argc, char** argv) {
     std::lock_guard lock(out_mu);
     out << what << " " << now_ms() << std::endl;
   };
-  std::signal(SIGTERM, on_sigterm);
+  (void)std::signal(SIGTERM, on_sigterm);
   ClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(1500);  // below the renew deadline
   client_options.max_attempts = 1;
@@ -53,8 +57,9 @@ int main(int argc, char** argv) {
   options.lease_duration = std::chrono::seconds(3);
   options.renew_deadline = std::chrono::seconds(2);
   options.retry_period = std::chrono::milliseconds(500);
-  LeaderElector elector(client, options,
-                        {[&] { line("started"); }, [&] { line("stopped"); }, [](const std::string&) {}});
+  LeaderElector elector(
+      client, options,
+      {[&] { line("started"); }, [&] { line("stopped"); }, [](const std::string&) {}});
   elector.start();
   while (!g_terminate) {
     // Each action checks leadership first, as a controller's writes would.

@@ -6,9 +6,10 @@ namespace tightrope::log {
 namespace {
 
 TEST(Log, WritesLogfmtWithQuotedValuesOnlyWhereNeeded) {
-  EXPECT_EQ(format_line(Format::kLogfmt, Level::kWarn, "2026-12-02T00:00:00.000Z", "kube.watch.failing",
-                        {{"resource", "pods"}, {"error", "connection refused"}, {"empty", ""}}),
-            R"(ts=2026-12-02T00:00:00.000Z level=warn event=kube.watch.failing resource=pods error="connection refused" empty="")");
+  EXPECT_EQ(
+      format_line(Format::kLogfmt, Level::kWarn, "2026-12-02T00:00:00.000Z", "kube.watch.failing",
+                  {{"resource", "pods"}, {"error", "connection refused"}, {"empty", ""}}),
+      R"(ts=2026-12-02T00:00:00.000Z level=warn event=kube.watch.failing resource=pods error="connection refused" empty="")");
 }
 
 TEST(Log, WritesJsonWithEscapes) {

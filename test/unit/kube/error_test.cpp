@@ -15,7 +15,8 @@ TEST(KubeError, AStatusBodyGivesKindReasonAndMessage) {
       R"({"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409})");
   EXPECT_EQ(e.kind, ErrorKind::kConflict);
   EXPECT_EQ(e.status.reason, "Conflict");
-  EXPECT_EQ(e.message, "PUT /api/v1/namespaces/a/configmaps/b: 409 Conflict: the object has been modified");
+  EXPECT_EQ(e.message,
+            "PUT /api/v1/namespaces/a/configmaps/b: 409 Conflict: the object has been modified");
   EXPECT_FALSE(e.is_apply_conflict());
 }
 
@@ -47,7 +48,8 @@ TEST(KubeError, ABodyThatIsNotAStatusIsKeptShort) {
 }
 
 TEST(ResourcePath, BuildsCorePathsAndGroupPaths) {
-  EXPECT_EQ(resource_path(resources::pods(), "slurm", "gpu-0", "status"), "/api/v1/namespaces/slurm/pods/gpu-0/status");
+  EXPECT_EQ(resource_path(resources::pods(), "slurm", "gpu-0", "status"),
+            "/api/v1/namespaces/slurm/pods/gpu-0/status");
   EXPECT_EQ(resource_path(resources::pods(), ""), "/api/v1/pods");
   EXPECT_EQ(resource_path(resources::nodes(), "ignored", "n1"), "/api/v1/nodes/n1");
   EXPECT_EQ(resource_path(resources::leases(), "kube-system", "op"),
@@ -63,7 +65,8 @@ TEST(ListQuery, EscapesSelectors) {
 }
 
 TEST(KubeTime, FormatsAndParsesBothForms) {
-  const auto t = std::chrono::system_clock::from_time_t(1796169600) + std::chrono::microseconds(123456);
+  const auto t =
+      std::chrono::system_clock::from_time_t(1796169600) + std::chrono::microseconds(123456);
   EXPECT_EQ(format_time(t), "2026-12-02T00:00:00Z");
   EXPECT_EQ(format_micro_time(t), "2026-12-02T00:00:00.123456Z");
   EXPECT_EQ(parse_time("2026-12-02T00:00:00.123456Z"), t);

@@ -21,7 +21,8 @@ constexpr const char* kPod = R"({
 })";
 
 simdjson::dom::element parse(simdjson::dom::parser& parser, const char* text) {
-  return parser.parse(text, std::strlen(text));
+  simdjson::dom::element doc = parser.parse(text, std::strlen(text));
+  return doc;
 }
 
 TEST(ObjectMeta, DecodesIdentityLabelsAndOwners) {
@@ -80,7 +81,8 @@ TEST(Projection, ReadsOnlyTheFieldsItNames) {
   EXPECT_EQ(pod.node_name, "host-a");
 }
 
-std::shared_ptr<const PodNode> pod(const std::string& name, const std::string& node, const std::string& owner) {
+std::shared_ptr<const PodNode> pod(const std::string& name, const std::string& node,
+                                   const std::string& owner) {
   auto p = std::make_shared<PodNode>();
   p->meta.namespace_name = "slurm";
   p->meta.name = name;

@@ -46,7 +46,8 @@ TEST(LineSplitter, StopsWhenTheHandlerSaysSo) {
 
 TEST(WatchEvent, ParsesTypeAndObject) {
   simdjson::dom::parser parser;
-  auto event = parse_watch_event(parser, R"({"type":"MODIFIED","object":{"metadata":{"name":"x"}}})");
+  auto event =
+      parse_watch_event(parser, R"({"type":"MODIFIED","object":{"metadata":{"name":"x"}}})");
   ASSERT_TRUE(event) << event.error();
   EXPECT_EQ(event->type, WatchEventType::kModified);
   EXPECT_EQ(std::string_view(event->object["metadata"]["name"]), "x");
