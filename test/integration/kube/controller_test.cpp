@@ -16,20 +16,9 @@ namespace tightrope::kube {
 namespace {
 
 using nlohmann::json;
+using testing::eventually;
 using testing::fresh_namespace;
 using testing::make_client;
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 const char* const kGroup = "test.tightrope.dev";
 

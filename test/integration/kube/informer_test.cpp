@@ -22,21 +22,10 @@ namespace tightrope::kube {
 namespace {
 
 using nlohmann::json;
+using testing::eventually;
 using testing::fresh_namespace;
 using testing::make_client;
 using tightrope::testing::TestBed;
-
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
 
 json config_map(const std::string& name, const json& labels, const json& data) {
   return {{"apiVersion", "v1"},

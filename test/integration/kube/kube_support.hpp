@@ -2,8 +2,10 @@
 // namespace a test.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "kube/client.hpp"
 
@@ -16,5 +18,18 @@ std::unique_ptr<Client> make_client(ClientOptions options = {});
 std::string unique_name(const std::string& prefix);
 // Creates a namespace of its own for one test and returns its name.
 std::string fresh_namespace(Client& client);
+
+// Polls `pred` every 20 ms until it holds (true) or `timeout` passes (false).
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
 
 }  // namespace tightrope::kube::testing

@@ -18,6 +18,7 @@
 namespace tightrope::kube {
 namespace {
 
+using testing::eventually;
 using testing::fresh_namespace;
 using testing::make_client;
 
@@ -27,21 +28,35 @@ int64_t now_ms() {
       .count();
 }
 
+// A candidate process; killed when the test ends, however it ends.
 struct Candidate {
   pid_t pid = -1;
   std::string file;
+
+  Candidate() = default;
+  Candidate(const Candidate&) = delete;
+  Candidate& operator=(const Candidate&) = delete;
+  ~Candidate() {
+    if (pid > 0 && kill(pid, SIGKILL) == 0) {
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  void reap() {
+    waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
 };
 
-Candidate spawn(const std::string& ns, const std::string& identity, const std::string& dir) {
-  Candidate c;
+void spawn(Candidate& c, const std::string& ns, const std::string& identity,
+           const std::string& dir) {
+  const std::string kubeconfig = tightrope::testing::TestBed::var("KUBECONFIG");
   c.file = dir + "/" + identity + ".log";
   c.pid = fork();
   if (c.pid == 0) {
-    execl(TIGHTROPE_LEASE_CANDIDATE, TIGHTROPE_LEASE_CANDIDATE, ns.c_str(), "operator-lease",
-          identity.c_str(), c.file.c_str(), static_cast<char*>(nullptr));
+    execl(TIGHTROPE_LEASE_CANDIDATE, TIGHTROPE_LEASE_CANDIDATE, kubeconfig.c_str(), ns.c_str(),
+          "operator-lease", identity.c_str(), c.file.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  return c;
 }
 
 // Times (ms) of the lines of one kind a candidate wrote.
@@ -58,39 +73,24 @@ std::vector<int64_t> lines_of(const Candidate& c, const std::string& kind) {
   return out;
 }
 
-template <typename Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-void reap(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-}
-
 TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
   std::string dir = "/tmp/tightrope-lease-XXXXXX";
   ASSERT_NE(mkdtemp(dir.data()), nullptr);
 
-  Candidate a = spawn(ns, "a", dir);
+  Candidate a;
+  spawn(a, ns, "a", dir);
   ASSERT_TRUE(eventually([&] { return !lines_of(a, "act").empty(); }, std::chrono::seconds(20)));
-  Candidate b = spawn(ns, "b", dir);
+  Candidate b;
+  spawn(b, ns, "b", dir);
   std::this_thread::sleep_for(std::chrono::seconds(2));
   EXPECT_TRUE(lines_of(b, "act").empty()) << "b acted while a led";
 
   // kill -9: no release, b must wait the lease out.
   const int64_t killed_at = now_ms();
   ASSERT_EQ(kill(a.pid, SIGKILL), 0);
-  reap(a.pid);
+  a.reap();
   ASSERT_TRUE(eventually([&] { return !lines_of(b, "act").empty(); }, std::chrono::seconds(20)));
   const int64_t handover_ms = lines_of(b, "act").front() - killed_at;
   std::cout << "handover after kill -9: " << handover_ms << " ms (lease 3000 ms, retry 500 ms)\n";
@@ -101,7 +101,8 @@ TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
 
   // Freeze the leader past its lease; c takes over; b wakes up and must not act again.
   ASSERT_EQ(kill(b.pid, SIGSTOP), 0);
-  Candidate c = spawn(ns, "c", dir);
+  Candidate c;
+  spawn(c, ns, "c", dir);
   ASSERT_TRUE(eventually([&] { return !lines_of(c, "act").empty(); }, std::chrono::seconds(20)));
   const int64_t woken_at = now_ms();
   ASSERT_EQ(kill(b.pid, SIGCONT), 0);
@@ -113,9 +114,9 @@ TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
 
   // A clean stop releases the lease at once.
   ASSERT_EQ(kill(b.pid, SIGTERM), 0);
-  reap(b.pid);
+  b.reap();
   ASSERT_EQ(kill(c.pid, SIGTERM), 0);
-  reap(c.pid);
+  c.reap();
   auto lease = client->get(resources::leases(), ns, "operator-lease");
   ASSERT_TRUE(lease);
   EXPECT_EQ((*lease)["spec"].value("holderIdentity", "?"), "");

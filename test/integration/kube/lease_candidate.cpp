@@ -1,13 +1,17 @@
 // A process that campaigns for a Lease and "acts" (writes a line) every 100 ms while it leads:
 // the leader-election tests run two or three of these and read their lines.
-//   lease_candidate NAMESPACE LEASE IDENTITY OUTPUT_FILE     (KUBECONFIG from the environment)
+//   lease_candidate KUBECONFIG NAMESPACE LEASE IDENTITY OUTPUT_FILE
+// It ends on SIGTERM (releasing the lease) or after two minutes, so that a failed test cannot
+// leave it running.
 // Lines: "started <ms>", "act <ms>", "stopped <ms>" with wall-clock milliseconds since the epoch.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "kube/leader.hpp"
 
@@ -29,17 +33,17 @@ int64_t now_ms() {
 
 int main(int argc, char** argv) {
   using namespace tightrope::kube;  // NOLINT(google-build-using-namespace): a small test program
-  const char* kubeconfig = std::getenv("KUBECONFIG");
-  if (argc != 5 || kubeconfig == nullptr) {
-    std::cerr << "usage: KUBECONFIG=... lease_candidate NAMESPACE LEASE IDENTITY OUTPUT_FILE\n";
+  if (argc != 6) {
+    std::cerr << "usage: lease_candidate KUBECONFIG NAMESPACE LEASE IDENTITY OUTPUT_FILE\n";
     return 2;
   }
-  auto config = load_kubeconfig(kubeconfig);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  auto config = load_kubeconfig(args[0]);
   if (!config) {
     std::cerr << config.error().to_string() << "\n";
     return 2;
   }
-  std::ofstream out(argv[4], std::ios::app);
+  std::ofstream out(args[4], std::ios::app);
   std::mutex out_mu;
   const auto line = [&](const std::string& what) {
     std::lock_guard lock(out_mu);
@@ -51,9 +55,9 @@ int main(int argc, char** argv) {
   client_options.max_attempts = 1;
   Client client(*config, client_options);
   LeaderElectionOptions options;
-  options.lease_namespace = argv[1];
-  options.lease_name = argv[2];
-  options.identity = argv[3];
+  options.lease_namespace = args[1];
+  options.lease_name = args[2];
+  options.identity = args[3];
   options.lease_duration = std::chrono::seconds(3);
   options.renew_deadline = std::chrono::seconds(2);
   options.retry_period = std::chrono::milliseconds(500);
@@ -61,7 +65,8 @@ int main(int argc, char** argv) {
       client, options,
       {[&] { line("started"); }, [&] { line("stopped"); }, [](const std::string&) {}});
   elector.start();
-  while (!g_terminate) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (!g_terminate && std::chrono::steady_clock::now() < give_up) {
     // Each action checks leadership first, as a controller's writes would.
     if (elector.is_leader()) {
       line("act");
