@@ -326,8 +326,9 @@ Result<ObjectList> Client::list_all(const ResourceType& type, const std::string&
 }
 
 Result<nlohmann::json> Client::create(const ResourceType& type, const std::string& ns,
-                                      const nlohmann::json& object) {
-  const std::string path = resource_path(type, ns);
+                                      const nlohmann::json& object, const std::string& name,
+                                      const std::string& subresource) {
+  const std::string path = resource_path(type, ns, name, subresource);
   auto body =
       call({"POST", path, object.dump(), "application/json", false, "create", type.resource});
   if (!body) {

@@ -96,8 +96,11 @@ class Client {
   // Every page, `page_size` objects a request.
   Result<ObjectList> list_all(const ResourceType& type, const std::string& ns,
                               ListOptions options = {}, int64_t page_size = 500);
+  // With a name and subresource, POSTs to that subresource: pods/eviction,
+  // serviceaccounts/token.
   Result<nlohmann::json> create(const ResourceType& type, const std::string& ns,
-                                const nlohmann::json& object);
+                                const nlohmann::json& object, const std::string& name = "",
+                                const std::string& subresource = "");
   // PUT: the object's metadata.resourceVersion makes it conditional (kConflict when stale).
   Result<nlohmann::json> update(const ResourceType& type, const std::string& ns,
                                 const nlohmann::json& object, const std::string& subresource = "");

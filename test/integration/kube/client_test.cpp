@@ -3,8 +3,11 @@
 #include "kube/client.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <set>
 #include <thread>
 #include <vector>
@@ -290,6 +293,43 @@ TEST(KubeClient, CreatesEventsAndLeases) {
                                {"spec", {{"holderIdentity", "me"}, {"leaseDurationSeconds", 5}}}});
   ASSERT_TRUE(lease) << lease.error().message;
   EXPECT_EQ((*lease)["spec"]["holderIdentity"], "me");
+}
+
+TEST(KubeClient, ReadsATokenFileAgainWhenItChanges) {
+  auto admin = make_client();
+  const std::string ns = fresh_namespace(*admin);
+  ASSERT_TRUE(admin->create(
+      resources::service_accounts(), ns,
+      {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "reader"}}}}));
+  const ResourceType token_requests{"", "v1", "serviceaccounts", "ServiceAccount", true};
+  auto issued = admin->create(token_requests, ns,
+                              {{"apiVersion", "authentication.k8s.io/v1"},
+                               {"kind", "TokenRequest"},
+                               {"metadata", {{"name", "reader"}}},
+                               {"spec", {{"expirationSeconds", 600}}}},
+                              "reader", "token");
+  ASSERT_TRUE(issued) << issued.error().message;
+  const std::string token = (*issued)["status"]["token"];
+
+  const std::string file = ::testing::TempDir() + "/tightrope-token-" + std::to_string(getpid());
+  std::ofstream(file) << "not-a-token\n";
+  Config config = testing::bed_config();
+  config.client_cert_pem.clear();
+  config.client_key_pem.clear();
+  config.token_file = file;
+  ClientOptions once;
+  once.max_attempts = 1;
+  Client client(config, once);
+  auto refused = client.get(resources::namespaces(), "", "default");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ErrorKind::kUnauthorized);
+  // A rotated token (the kubelet rewrites projected tokens) is used from the next request on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(file) << token << "\n";
+  auto known = client.get(resources::namespaces(), "", "default");
+  ASSERT_FALSE(known);  // authenticated now, but the account may not read namespaces
+  EXPECT_EQ(known.error().kind, ErrorKind::kForbidden) << known.error().message;
+  (void)std::remove(file.c_str());
 }
 
 TEST(KubeClient, AnUnreachableServerIsUnavailableAfterBoundedRetries) {
