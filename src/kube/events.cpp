@@ -136,7 +136,8 @@ void EventRecorder::send(const Pending& event) {
                {{"reason", event.reason}, {"error", created.error().message}});
     return;
   }
-  sent_[key] = {ns, (*created)["metadata"].value("name", ""), 1, event.at};
+  const nlohmann::json& meta = (*created)["metadata"];
+  sent_[key] = {ns, meta.is_object() ? meta.value("name", "") : "", 1, event.at};
   // Bounded memory: forget aggregation state that can no longer match.
   for (auto it = sent_.begin(); it != sent_.end();) {
     it = event.at - it->second.last > options_.aggregation_window ? sent_.erase(it) : std::next(it);

@@ -193,6 +193,12 @@ bool LeaderElector::try_acquire_or_renew() {
   }
   nlohmann::json& lease = *current;
   nlohmann::json& spec = lease["spec"];
+  if (!spec.is_object()) {
+    spec = nlohmann::json::object();  // a Lease someone created bare: ours to fill in
+  }
+  if (!lease["metadata"].is_object()) {
+    return false;
+  }
   const std::string holder = spec.value("holderIdentity", "");
   const std::string renew_time = spec.value("renewTime", "");
   const int64_t transitions = spec.value("leaseTransitions", int64_t{0});
@@ -244,10 +250,13 @@ bool LeaderElector::try_acquire_or_renew() {
 
 void LeaderElector::release() {
   auto current = client_.get(resources::leases(), options_.lease_namespace, options_.lease_name);
-  if (!current || (*current)["spec"].value("holderIdentity", "") != options_.identity) {
+  if (!current || !(*current)["spec"].is_object()) {
     return;
   }
   nlohmann::json& spec = (*current)["spec"];
+  if (spec.value("holderIdentity", "") != options_.identity) {
+    return;
+  }
   const auto now_wall = std::chrono::system_clock::now();
   // An empty holder with a one-second duration lets a successor take over at once.
   spec["holderIdentity"] = "";

@@ -17,6 +17,7 @@ namespace {
 
 using nlohmann::json;
 using testing::eventually;
+using testing::field;
 using testing::fresh_namespace;
 using testing::make_client;
 
@@ -61,7 +62,7 @@ void install_widget_crd(Client& client) {
     if (!got) {
       return false;
     }
-    for (const auto& c : (*got)["status"].value("conditions", json::array())) {
+    for (const auto& c : field(*got, "/status/conditions", json::array())) {
       if (c.value("type", "") == "Established" && c.value("status", "") == "True") {
         return true;
       }
@@ -96,7 +97,7 @@ class WidgetReconciler : public Reconciler {
                                                          {"name", request.name},
                                                          {"uid", widget->meta.uid},
                                                          {"controller", true}}})}}},
-                     {"data", {{"size", std::to_string(doc["spec"].value("size", 0))}}}};
+                     {"data", {{"size", std::to_string(field(doc, "/spec/size", 0))}}}};
     if (auto applied = client_.apply(resources::config_maps(), request.namespace_name, cm,
                                      {"widget-controller", true});
         !applied) {
@@ -163,11 +164,11 @@ TEST(Controller, ReconcilesACustomResourceEndToEnd) {
   ASSERT_TRUE(client->create(*widget_type, ns, widget("w", 1)));
   const auto cm_size = [&]() -> std::string {
     auto cm = client->get(resources::config_maps(), ns, "w-widget");
-    return cm ? (*cm)["data"].value("size", "") : "";
+    return cm ? field<std::string>(*cm, "/data/size", "") : "";
   };
   const auto observed = [&]() -> int64_t {
     auto w = client->get(*widget_type, ns, "w");
-    return w ? (*w)["status"].value("observedGeneration", int64_t{0}) : 0;
+    return w ? field<int64_t>(*w, "/status/observedGeneration", 0) : 0;
   };
   ASSERT_TRUE(eventually([&] { return cm_size() == "1" && observed() == 1; }));
 

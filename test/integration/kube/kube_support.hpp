@@ -19,6 +19,14 @@ std::string unique_name(const std::string& prefix);
 // Creates a namespace of its own for one test and returns its name.
 std::string fresh_namespace(Client& client);
 
+// The value at a JSON pointer ("/status/observedGeneration"), or `fallback` where the document
+// has nothing there yet (a status not written, a field not defaulted).
+template <typename T>
+T field(const nlohmann::json& doc, const char* pointer, T fallback) {
+  const nlohmann::json::json_pointer p(pointer);
+  return doc.contains(p) ? doc.at(p).get<T>() : fallback;
+}
+
 // Polls `pred` every 20 ms until it holds (true) or `timeout` passes (false).
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {

@@ -119,8 +119,8 @@ TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
   c.reap();
   auto lease = client->get(resources::leases(), ns, "operator-lease");
   ASSERT_TRUE(lease);
-  EXPECT_EQ((*lease)["spec"].value("holderIdentity", "?"), "");
-  EXPECT_GE((*lease)["spec"].value("leaseTransitions", 0), 2);
+  EXPECT_EQ(testing::field<std::string>(*lease, "/spec/holderIdentity", "?"), "");
+  EXPECT_GE(testing::field(*lease, "/spec/leaseTransitions", 0), 2);
 }
 
 }  // namespace
