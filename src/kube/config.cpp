@@ -1,5 +1,7 @@
 #include "kube/config.hpp"
 
+#include "kube/base64.hpp"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -106,47 +108,6 @@ Checked<std::string> read_regular_file(const std::string& path) {
   }
 }
 
-bool is_base64_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
-         c == '/';
-}
-
-// The bytes of a `*-data` field. client-go reads these fields as Go []byte, whose standard base64
-// decoder skips line breaks; spaces are skipped too, because YAML folding turns line breaks into
-// them. The alphabet is checked here because EVP_DecodeBlock reads an '=' anywhere as zero bits.
-Checked<std::string> decode_base64(std::string_view text) {
-  std::string compact;
-  compact.reserve(text.size());
-  for (const char c : text) {
-    if (!is_blank(c)) {
-      compact.push_back(c);
-    }
-  }
-  if (compact.size() % 4 != 0) {
-    return fail(std::string("is not valid base64: its length is not a multiple of 4"));
-  }
-  if (compact.size() > static_cast<size_t>(INT_MAX)) {
-    return fail(std::string("is too large"));
-  }
-  size_t padding = 0;
-  for (size_t i = 0; i < compact.size(); ++i) {
-    const char c = compact[i];
-    if (c == '=' && i + 2 >= compact.size()) {
-      ++padding;
-    } else if (padding > 0 || !is_base64_char(c)) {
-      return fail("is not valid base64: unexpected character at offset " + std::to_string(i));
-    }
-  }
-  std::string out(compact.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(compact.data()),
-                                static_cast<int>(compact.size()));
-  if (n < 0) {
-    return fail(std::string("is not valid base64"));
-  }
-  out.resize(static_cast<size_t>(n) - padding);  // EVP_DecodeBlock counts padding as zero bytes
-  return out;
-}
 
 // TLS wants PEM text. Anything else is most often base64 applied twice or a DER file; saying so
 // here names the field, where the TLS handshake would only fail.

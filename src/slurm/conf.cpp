@@ -236,7 +236,8 @@ std::string SlurmConf::render() const {
   return out;
 }
 
-Result<SlurmConf, ConfError> parse_slurm_conf(std::string_view text, const std::string& source) {
+tightrope::Result<SlurmConf, ConfError> parse_slurm_conf(std::string_view text,
+                                                         const std::string& source) {
   SlurmConf conf;
   int line_no = 0;
   while (!text.empty()) {

@@ -65,7 +65,8 @@ class SlurmConf {
 };
 
 // Parses slurm.conf text. Errors name `source` and the line.
-Result<SlurmConf, ConfError> parse_slurm_conf(std::string_view text, const std::string& source);
+tightrope::Result<SlurmConf, ConfError> parse_slurm_conf(std::string_view text,
+                                                         const std::string& source);
 
 // Renders one value the way Slurm reads it back: quoted when it holds blanks or '#'.
 std::string quote_conf_value(std::string_view value);

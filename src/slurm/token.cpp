@@ -1,5 +1,6 @@
 #include "slurm/token.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -46,7 +47,70 @@ Result<std::string> read_file(const std::filesystem::path& path) {
   return s.str();
 }
 
+std::optional<std::string> unbase64url(std::string_view in) {
+  std::string b64(in);
+  for (char& c : b64) {
+    c = c == '-' ? '+' : c == '_' ? '/' : c;
+  }
+  while (b64.size() % 4 != 0) {
+    b64.push_back('=');
+  }
+  std::string out(b64.size() / 4 * 3 + 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(b64.data()),
+                                static_cast<int>(b64.size()));
+  if (n < 0) {
+    return std::nullopt;
+  }
+  size_t size = static_cast<size_t>(n);
+  for (size_t i = b64.size(); i > 0 && b64[i - 1] == '='; --i) {
+    --size;  // EVP_DecodeBlock counts the padding as zero bytes
+  }
+  out.resize(size);
+  return out;
+}
+
+std::string hs256(const std::string& key, std::string_view input) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac.data(), &mac_len);
+  return base64url(mac.data(), mac_len);
+}
+
 }  // namespace
+
+std::optional<VerifiedJwt> verify_jwt(const std::string& key, const std::string& token) {
+  const size_t a = token.find('.');
+  const size_t b = a == std::string::npos ? a : token.find('.', a + 1);
+  if (b == std::string::npos || key.empty()) {
+    return std::nullopt;
+  }
+  const std::string expected = hs256(key, std::string_view(token).substr(0, b));
+  const std::string_view given = std::string_view(token).substr(b + 1);
+  if (expected.size() != given.size() ||
+      CRYPTO_memcmp(expected.data(), given.data(), expected.size()) != 0) {
+    return std::nullopt;
+  }
+  const auto header = unbase64url(std::string_view(token).substr(0, a));
+  const auto body = unbase64url(std::string_view(token).substr(a + 1, b - a - 1));
+  if (!header || !body) {
+    return std::nullopt;
+  }
+  const auto h = nlohmann::json::parse(*header, nullptr, false);
+  const auto c = nlohmann::json::parse(*body, nullptr, false);
+  if (!h.is_object() || h.value("alg", "") != "HS256" || !c.is_object() ||
+      !c.value("sun", nlohmann::json()).is_string() ||
+      !c.value("iat", nlohmann::json()).is_number_integer() ||
+      !c.value("exp", nlohmann::json()).is_number_integer()) {
+    return std::nullopt;
+  }
+  using std::chrono::seconds;
+  using std::chrono::system_clock;
+  return VerifiedJwt{c["sun"].get<std::string>(),
+                     system_clock::time_point(seconds(c["iat"].get<int64_t>())),
+                     system_clock::time_point(seconds(c["exp"].get<int64_t>()))};
+}
 
 std::string mint_jwt(const std::string& key, const JwtClaims& claims) {
   const auto iat =
@@ -59,17 +123,18 @@ std::string mint_jwt(const std::string& key, const JwtClaims& claims) {
                                {"jti", claims.id.empty() ? random_id() : claims.id},
                                {"iss", claims.issuer}};
   const std::string signing_input = base64url(header.dump()) + "." + base64url(body.dump());
-  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size(),
-       mac.data(), &mac_len);
-  return signing_input + "." + base64url(mac.data(), mac_len);
+  return signing_input + "." + hs256(key, signing_input);
 }
 
 MintingTokenSource::MintingTokenSource(std::filesystem::path key_file, std::string user,
                                        std::chrono::seconds lifetime, Clock clock)
-    : key_file_(std::move(key_file)),
+    : MintingTokenSource([key_file] { return read_file(key_file); }, key_file.string(),
+                         std::move(user), lifetime, std::move(clock)) {}
+
+MintingTokenSource::MintingTokenSource(KeyLoader key, std::string key_name, std::string user,
+                                       std::chrono::seconds lifetime, Clock clock)
+    : key_(std::move(key)),
+      key_name_(std::move(key_name)),
       user_(std::move(user)),
       lifetime_(lifetime),
       clock_(std::move(clock)) {}
@@ -79,7 +144,7 @@ Result<std::string> MintingTokenSource::token() {
   const auto now = clock_();
   if (token_.empty() || now >= refresh_at_) {
     // The key is read at each mint: a rotated Secret takes effect with the next token.
-    auto key = read_file(key_file_);
+    auto key = key_();
     if (!key) {
       return fail(Error{
           ErrorKind::kUnauthorized, 0, "cannot mint a Slurm token: " + key.error().message, {}});
@@ -87,7 +152,7 @@ Result<std::string> MintingTokenSource::token() {
     if (key->empty()) {
       return fail(Error{ErrorKind::kUnauthorized,
                         0,
-                        "cannot mint a Slurm token: " + key_file_.string() + " is empty",
+                        "cannot mint a Slurm token: " + key_name_ + " is empty",
                         {}});
     }
     token_ = mint_jwt(*key, JwtClaims{user_, now, lifetime_, "tightrope", {}});

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "slurm/error.hpp"
@@ -26,6 +27,15 @@ struct JwtClaims {
 // An HS256 JWT with the claims sun, iat, nbf, exp, jti and iss, signed with the raw key bytes.
 std::string mint_jwt(const std::string& key, const JwtClaims& claims);
 
+// The claims of `token` when it is an HS256 JWT signed with `key` (a token signed with another
+// key, or malformed, gives nothing). Expiry is not checked: the caller compares times.
+struct VerifiedJwt {
+  std::string user;
+  std::chrono::system_clock::time_point issued_at;
+  std::chrono::system_clock::time_point expires_at;
+};
+std::optional<VerifiedJwt> verify_jwt(const std::string& key, const std::string& token);
+
 class TokenSource {
  public:
   virtual ~TokenSource() = default;
@@ -35,17 +45,25 @@ class TokenSource {
   virtual void invalidate() = 0;
 };
 
-// Mints tokens from a key file and mints a new one after 80 % of each token's lifetime.
+// Where a minting source gets its key: read at each mint, so a rotated key takes effect with
+// the next token. An error names where the key should have come from, never its bytes.
+using KeyLoader = std::function<Result<std::string>()>;
+
+// Mints tokens from a key and mints a new one after 80 % of each token's lifetime.
 class MintingTokenSource : public TokenSource {
  public:
   MintingTokenSource(std::filesystem::path key_file, std::string user,
+                     std::chrono::seconds lifetime = std::chrono::hours(1),
+                     Clock clock = std::chrono::system_clock::now);
+  MintingTokenSource(KeyLoader key, std::string key_name, std::string user,
                      std::chrono::seconds lifetime = std::chrono::hours(1),
                      Clock clock = std::chrono::system_clock::now);
   Result<std::string> token() override;
   void invalidate() override;
 
  private:
-  std::filesystem::path key_file_;
+  KeyLoader key_;
+  std::string key_name_;
   std::string user_;
   std::chrono::seconds lifetime_;
   Clock clock_;

@@ -148,5 +148,37 @@ TEST_F(FileTokenSourceTest, AnEmptyOrMissingFileIsUnauthorized) {
   EXPECT_NE(missing.token().error().message.find("nothing"), std::string::npos);
 }
 
+TEST(VerifyJwt, ReadsTheClaimsOfATokenSignedWithTheKey) {
+  const auto at = std::chrono::system_clock::time_point(std::chrono::seconds(1700000000));
+  const std::string token = mint_jwt("key", {"alice", at, std::chrono::seconds(900), "t", "id"});
+  const auto verified = verify_jwt("key", token);
+  ASSERT_TRUE(verified);
+  EXPECT_EQ(verified->user, "alice");
+  EXPECT_EQ(verified->issued_at, at);
+  EXPECT_EQ(verified->expires_at, at + std::chrono::seconds(900));
+}
+
+TEST(VerifyJwt, RefusesAnotherKeyATamperedBodyAndGarbage) {
+  const std::string token = mint_jwt(
+      "key", {"alice", std::chrono::system_clock::now(), std::chrono::seconds(60), "t", ""});
+  EXPECT_FALSE(verify_jwt("other", token));
+  std::string tampered = token;
+  tampered[token.find('.') + 2] ^= 1;
+  EXPECT_FALSE(verify_jwt("key", tampered));
+  EXPECT_FALSE(verify_jwt("key", "not-a-token"));
+  EXPECT_FALSE(verify_jwt("", token));
+}
+
+TEST(MintingTokenSource, MintsFromAKeyLoaderAndNamesItWhenItFails) {
+  std::string key = "k1";
+  MintingTokenSource source([&]() -> Result<std::string> { return key; }, "secret ns/jwt", "slurm");
+  ASSERT_TRUE(source.token());
+  EXPECT_TRUE(verify_jwt("k1", *source.token()));
+  key.clear();
+  source.invalidate();
+  ASSERT_FALSE(source.token());
+  EXPECT_NE(source.token().error().message.find("secret ns/jwt is empty"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tightrope::slurm

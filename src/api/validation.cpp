@@ -1,0 +1,289 @@
+#include "api/validation.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <string>
+
+#include "api/defaults.hpp"
+
+namespace tightrope::api {
+namespace {
+
+void require(FieldErrors& errors, bool ok, std::string field, std::string message) {
+  if (!ok) {
+    errors.push_back({std::move(field), std::move(message)});
+  }
+}
+
+void require_key_ref(FieldErrors& errors, const KeyRef& ref, const std::string& field) {
+  require(errors, !ref.name.empty(), field + ".name", "required: the Secret's name");
+  require(errors, !ref.key.empty(), field + ".key", "required: the key in the Secret");
+}
+
+void check_port(FieldErrors& errors, int64_t port, const std::string& field, bool required) {
+  if (port == 0 && !required) {
+    return;
+  }
+  require(errors, port >= 1 && port <= 65535, field, "must be a port number from 1 to 65535");
+}
+
+// RFC 1123 label: what a pod hostname and a Service name may be.
+bool dns_label(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') {
+    return false;
+  }
+  for (char c : s) {
+    if (!(std::islower(static_cast<unsigned char>(c)) != 0 ||
+          std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void check_replicas(FieldErrors& errors, const std::optional<int64_t>& replicas) {
+  require(errors, !replicas || *replicas >= 0, "spec.replicas", "must not be negative");
+}
+
+void check_service(FieldErrors& errors, const ServiceTemplate& service) {
+  check_port(errors, service.port, "spec.service.port", false);
+  check_port(errors, service.node_port, "spec.service.nodePort", false);
+}
+
+void check_jwt(FieldErrors& errors, const KeyRef* jwt, const std::optional<KeyRef>& modern) {
+  if (jwt == nullptr) {
+    errors.push_back({"spec.jwtKeyRef",
+                      "required: jwtKeyRef (or jwtHs256KeyRef) names the "
+                      "Secret key that holds the auth/jwt HS256 key"});
+    return;
+  }
+  require_key_ref(errors, *jwt, modern ? "spec.jwtKeyRef" : "spec.jwtHs256KeyRef");
+}
+
+void immutable(FieldErrors& errors, bool same, std::string field) {
+  require(errors, same, std::move(field), "is immutable once set");
+}
+
+bool same_jwt(const KeyRef* a, const KeyRef* b) {
+  if (a == nullptr || b == nullptr) {
+    return a == b;
+  }
+  return a->name == b->name && a->key == b->key;
+}
+
+}  // namespace
+
+FieldErrors validate(const Controller& c) {
+  FieldErrors errors;
+  const ControllerSpec& s = c.spec;
+  const std::string cluster = c.cluster_name();
+  require(errors, cluster.size() <= kMaxClusterName, "spec.clusterName",
+          "must be at most 40 characters (\"" + cluster + "\" has " +
+              std::to_string(cluster.size()) + ")");
+  for (char ch : cluster) {
+    if (std::isalnum(static_cast<unsigned char>(ch)) == 0 && ch != '_' && ch != '-') {
+      errors.push_back({"spec.clusterName", "may hold only letters, digits, '_' and '-'"});
+      break;
+    }
+  }
+  if (s.external) {
+    require(errors, !s.external_config.host.empty(), "spec.externalConfig.host",
+            "required when external is true: where slurmctld runs");
+    check_port(errors, s.external_config.port, "spec.externalConfig.port", true);
+  } else {
+    require_key_ref(errors, s.slurm_key_ref, "spec.slurmKeyRef");
+    check_jwt(errors, s.jwt_key(), s.jwt_key_ref);
+  }
+  if (s.ha.enabled) {
+    require(errors, s.ha.backups >= 1, "spec.ha.backups", "must be at least 1");
+    require(errors, s.persistence.enabled.value_or(true), "spec.persistence.enabled",
+            "must be true when ha.enabled: every slurmctld shares the state save location");
+    require(errors, !s.persistence.existing_claim.empty(), "spec.persistence.existingClaim",
+            "required when ha.enabled: a ReadWriteMany claim all slurmctld pods mount");
+  }
+  if (s.jwks_key_ref) {
+    require(errors, !s.jwks_key_ref->name.empty(), "spec.jwksKeyRef.name",
+            "required: the ConfigMap's name");
+  }
+  if (s.accounting_ref) {
+    require(errors, !s.accounting_ref->name.empty(), "spec.accountingRef.name",
+            "required: the Accounting's name");
+  }
+  check_service(errors, s.service);
+  for (size_t i = 0; i < s.metrics.service_monitor.endpoints.size(); ++i) {
+    const auto& path = s.metrics.service_monitor.endpoints[i].path;
+    require(errors, !path.empty() && path.front() == '/',
+            "spec.metrics.serviceMonitor.endpoints[" + std::to_string(i) + "].path",
+            "required: an absolute HTTP path such as /metrics/nodes");
+  }
+  return errors;
+}
+
+FieldErrors validate_update(const Controller& o, const Controller& c) {
+  FieldErrors errors = validate(c);
+  immutable(errors, o.cluster_name() == c.cluster_name(), "spec.clusterName");
+  immutable(errors,
+            o.spec.slurm_key_ref.name == c.spec.slurm_key_ref.name &&
+                o.spec.slurm_key_ref.key == c.spec.slurm_key_ref.key,
+            "spec.slurmKeyRef");
+  immutable(errors, same_jwt(o.spec.jwt_key(), c.spec.jwt_key()), "spec.jwtKeyRef");
+  immutable(errors,
+            o.spec.persistence.enabled.value_or(true) == c.spec.persistence.enabled.value_or(true),
+            "spec.persistence.enabled");
+  immutable(errors, o.spec.persistence.existing_claim == c.spec.persistence.existing_claim,
+            "spec.persistence.existingClaim");
+  return errors;
+}
+
+FieldErrors validate(const NodeSet& n) {
+  FieldErrors errors;
+  const NodeSetSpec& s = n.spec;
+  require(errors, !s.controller_ref.name.empty(), "spec.controllerRef.name",
+          "required: the Controller this NodeSet's slurmd pods join");
+  require(errors,
+          s.controller_ref.namespace_name.empty() ||
+              s.controller_ref.namespace_name == n.metadata.namespace_name,
+          "spec.controllerRef.namespace",
+          "must be the NodeSet's own namespace (\"" + n.metadata.namespace_name + "\")");
+  check_replicas(errors, s.replicas);
+  require(errors, s.scaling_mode == "StatefulSet" || s.scaling_mode == "DaemonSet",
+          "spec.scalingMode", "must be StatefulSet or DaemonSet");
+  const std::string& type = s.update_strategy.type;
+  require(errors, type == "RollingUpdate" || type == "OnDelete" || type == "ScheduledUpdate",
+          "spec.updateStrategy.type", "must be RollingUpdate, OnDelete or ScheduledUpdate");
+  const auto& mu = s.update_strategy.max_unavailable;
+  bool mu_ok = false;
+  if (mu.is_number_integer()) {
+    mu_ok = mu.get<int64_t>() > 0;
+  } else if (mu.is_string()) {
+    // from_chars, not stoll: "99999999999999999999%" must be refused, not thrown.
+    const std::string text = mu.get<std::string>();
+    if (text.size() >= 2 && text.back() == '%') {
+      const char* digits_end = text.data() + text.size() - 1;
+      int64_t percent = 0;
+      const auto [end, ec] = std::from_chars(text.data(), digits_end, percent);
+      mu_ok = ec == std::errc() && end == digits_end && percent > 0;
+    }
+  }
+  require(errors, mu_ok, "spec.updateStrategy.rollingUpdate.maxUnavailable",
+          "must be a positive integer or a positive percentage such as \"25%\"");
+  if (type == "ScheduledUpdate") {
+    const auto duration = parse_duration(s.update_strategy.scheduled_update.duration);
+    require(errors, duration && *duration >= std::chrono::minutes(1),
+            "spec.updateStrategy.scheduledUpdate.duration",
+            "must be a duration of at least 1m, such as \"30m\"");
+  }
+  for (const auto* policy : {&s.persistent_volume_claim_retention_policy.when_deleted,
+                             &s.persistent_volume_claim_retention_policy.when_scaled}) {
+    require(errors, *policy == "Retain" || *policy == "Delete",
+            policy == &s.persistent_volume_claim_retention_policy.when_deleted
+                ? "spec.persistentVolumeClaimRetentionPolicy.whenDeleted"
+                : "spec.persistentVolumeClaimRetentionPolicy.whenScaled",
+            "must be Retain or Delete");
+  }
+  require(errors, s.ordinal_padding >= 0 && s.ordinal_padding <= 10, "spec.ordinalPadding",
+          "must be from 0 to 10");
+  require(errors, s.revision_history_limit >= 0, "spec.revisionHistoryLimit",
+          "must not be negative");
+  require(errors, s.min_ready_seconds >= 0, "spec.minReadySeconds", "must not be negative");
+  require(errors,
+          s.prune_slurm_node_records == "Never" || s.prune_slurm_node_records == "NodeNotFound",
+          "spec.pruneSlurmNodeRecords", "must be Never or NodeNotFound");
+  require(errors, s.partition.config.find('\n') == std::string::npos, "spec.partition.config",
+          "must be one line");
+  if (s.ssh.enabled) {
+    require_key_ref(errors, s.ssh.sssd_conf_ref, "spec.ssh.sssdConfRef");
+  }
+  if (const auto it = s.template_.spec.find("hostname"); it != s.template_.spec.end()) {
+    std::string hostname = it->is_string() ? it->get<std::string>() : "";
+    while (!hostname.empty() && hostname.back() == '-') {
+      hostname.pop_back();
+    }
+    require(errors, dns_label(hostname), "spec.template.spec.hostname",
+            "must be a DNS label (lower-case letters, digits, '-'), optionally ending in '-'");
+  }
+  return errors;
+}
+
+FieldErrors validate_update(const NodeSet& o, const NodeSet& n) {
+  FieldErrors errors = validate(n);
+  immutable(errors, o.spec.controller_ref.name == n.spec.controller_ref.name, "spec.controllerRef");
+  immutable(errors, o.spec.volume_claim_templates == n.spec.volume_claim_templates,
+            "spec.volumeClaimTemplates");
+  return errors;
+}
+
+FieldErrors validate(const LoginSet& l) {
+  FieldErrors errors;
+  require(errors, !l.spec.controller_ref.name.empty(), "spec.controllerRef.name",
+          "required: the Controller the login pods talk to");
+  check_replicas(errors, l.spec.replicas);
+  require_key_ref(errors, l.spec.sssd_conf_ref, "spec.sssdConfRef");
+  check_service(errors, l.spec.service);
+  return errors;
+}
+
+FieldErrors validate_update(const LoginSet& o, const LoginSet& l) {
+  FieldErrors errors = validate(l);
+  immutable(errors, o.spec.controller_ref == l.spec.controller_ref, "spec.controllerRef");
+  return errors;
+}
+
+FieldErrors validate(const RestApi& r) {
+  FieldErrors errors;
+  require(errors, !r.spec.controller_ref.name.empty(), "spec.controllerRef.name",
+          "required: the Controller slurmrestd serves");
+  check_replicas(errors, r.spec.replicas);
+  check_service(errors, r.spec.service);
+  return errors;
+}
+
+FieldErrors validate_update(const RestApi& o, const RestApi& r) {
+  FieldErrors errors = validate(r);
+  immutable(errors, o.spec.controller_ref == r.spec.controller_ref, "spec.controllerRef");
+  return errors;
+}
+
+FieldErrors validate(const Accounting& a) {
+  FieldErrors errors;
+  const AccountingSpec& s = a.spec;
+  if (s.external) {
+    require(errors, !s.external_config.host.empty(), "spec.externalConfig.host",
+            "required when external is true: where slurmdbd runs");
+    check_port(errors, s.external_config.port, "spec.externalConfig.port", true);
+    return errors;
+  }
+  require_key_ref(errors, s.slurm_key_ref, "spec.slurmKeyRef");
+  check_jwt(errors, s.jwt_key(), s.jwt_key_ref);
+  require(errors, !s.storage_config.host.empty(), "spec.storageConfig.host",
+          "required: the MySQL/MariaDB host slurmdbd stores accounting in");
+  check_port(errors, s.storage_config.port, "spec.storageConfig.port", true);
+  require_key_ref(errors, s.storage_config.password_key_ref, "spec.storageConfig.passwordKeyRef");
+  check_service(errors, s.service);
+  return errors;
+}
+
+FieldErrors validate_update(const Accounting& o, const Accounting& a) {
+  FieldErrors errors = validate(a);
+  immutable(errors, same_jwt(o.spec.jwt_key(), a.spec.jwt_key()), "spec.jwtKeyRef");
+  return errors;
+}
+
+FieldErrors validate(const Token& t) {
+  FieldErrors errors;
+  const TokenSpec& s = t.spec;
+  require(errors, !s.username.empty(), "spec.username", "required: the Slurm user of the token");
+  check_jwt(errors, s.jwt_key(), s.jwt_key_ref);
+  const auto lifetime = parse_duration(s.lifetime);
+  require(errors, lifetime && *lifetime >= std::chrono::minutes(1), "spec.lifetime",
+          "must be a duration of at least 1m, such as \"15m\" or \"24h\"");
+  return errors;
+}
+
+FieldErrors validate_update(const Token& o, const Token& t) {
+  FieldErrors errors = validate(t);
+  immutable(errors, same_jwt(o.spec.jwt_key(), t.spec.jwt_key()), "spec.jwtKeyRef");
+  return errors;
+}
+
+}  // namespace tightrope::api

@@ -1,0 +1,55 @@
+// Slinky's well-known labels, annotations, finalizers and reason prefix: Tightrope writes and
+// reads the same keys, so tools that know Slinky's keep working.
+#pragma once
+
+#include <string_view>
+
+namespace tightrope::api {
+
+inline constexpr std::string_view kLabelName = "app.kubernetes.io/name";
+inline constexpr std::string_view kLabelInstance = "app.kubernetes.io/instance";
+inline constexpr std::string_view kLabelComponent = "app.kubernetes.io/component";
+inline constexpr std::string_view kLabelPartOf = "app.kubernetes.io/part-of";
+inline constexpr std::string_view kLabelManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr std::string_view kLabelCluster = "slinky.slurm.net/cluster";
+
+inline constexpr std::string_view kLabelControllerActive = "controller.slinky.slurm.net/active";
+inline constexpr std::string_view kLabelNodeSetPodName = "nodeset.slinky.slurm.net/pod-name";
+inline constexpr std::string_view kLabelNodeSetPodIndex = "nodeset.slinky.slurm.net/pod-index";
+inline constexpr std::string_view kLabelNodeSetPodHostname =
+    "nodeset.slinky.slurm.net/pod-hostname";
+inline constexpr std::string_view kLabelNodeSetPodProtect = "nodeset.slinky.slurm.net/pod-protect";
+inline constexpr std::string_view kLabelNodeSetScalingMode =
+    "nodeset.slinky.slurm.net/scaling-mode";
+inline constexpr std::string_view kLabelLoginSetPodName = "loginset.slinky.slurm.net/pod-name";
+
+inline constexpr std::string_view kAnnotationPodCordon = "nodeset.slinky.slurm.net/pod-cordon";
+inline constexpr std::string_view kAnnotationPodDeletionCost =
+    "nodeset.slinky.slurm.net/pod-deletion-cost";
+inline constexpr std::string_view kAnnotationPodDeadline = "nodeset.slinky.slurm.net/pod-deadline";
+inline constexpr std::string_view kAnnotationNodeCordonReason =
+    "nodeset.slinky.slurm.net/node-cordon-reason";
+inline constexpr std::string_view kAnnotationNodeTopologySpec = "topology.slinky.slurm.net/spec";
+inline constexpr std::string_view kAnnotationNodeFeaturesSpec = "features.slinky.slurm.net/spec";
+inline constexpr std::string_view kAnnotationNodeHostnameOverride =
+    "nodeset.slinky.slurm.net/hostname-override";
+
+// Pod template annotations whose change rolls the pods that mount what they hash.
+inline constexpr std::string_view kAnnotationSlurmConfigHash = "slinky.slurm.net/slurm-config-hash";
+inline constexpr std::string_view kAnnotationSlurmKeyHash = "slinky.slurm.net/slurm-key-hash";
+inline constexpr std::string_view kAnnotationJwtKeyHash = "slinky.slurm.net/jwt-key-hash";
+inline constexpr std::string_view kAnnotationSlurmdbdConfigHash =
+    "slinky.slurm.net/slurmdbd-config-hash";
+inline constexpr std::string_view kAnnotationSshConfigHash = "slinky.slurm.net/ssh-config-hash";
+
+inline constexpr std::string_view kFinalizerNodeSetReservation =
+    "nodeset.slinky.slurm.net/reservation";
+
+// Every Slurm node reason the operator writes starts with this; a reason without it belongs to
+// an administrator and is never touched.
+inline constexpr std::string_view kReasonPrefix = "slurm-operator: ";
+
+// The field manager of everything the operator applies.
+inline constexpr std::string_view kFieldManager = "slurm-operator";
+
+}  // namespace tightrope::api

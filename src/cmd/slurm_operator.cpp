@@ -1,0 +1,191 @@
+// slurm-operator: runs the Controller, RestApi, Accounting, LoginSet and Token controllers of
+// slinky.slurm.net/v1beta1 resources, with optional leader election, health and metrics
+// endpoints, and a clean stop on SIGTERM (controllers drained, lease released).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+#include <random>
+
+#include "base/log.hpp"
+#include "cmd/endpoints.hpp"
+#include "kube/client.hpp"
+#include "kube/config.hpp"
+#include "kube/events.hpp"
+#include "kube/leader.hpp"
+#include "operator/operator.hpp"
+
+namespace {
+
+using namespace tightrope;
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char c : text + ",") {
+    if (c == ',') {
+      if (!item.empty()) {
+        out.push_back(item);
+      }
+      item.clear();
+    } else if (c != ' ') {
+      item.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string identity() {
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  std::random_device random;
+  return std::string(host.data()) + "_" + std::to_string(random());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"slurm-operator: Slurm clusters as Kubernetes resources (slinky.slurm.net/v1beta1)"};
+  std::string kubeconfig;
+  std::string context;
+  std::string namespaces;
+  bool leader_elect = false;
+  std::string leader_namespace;
+  std::string leader_id = "slurm-operator";
+  std::string metrics_addr = ":8080";
+  std::string health_addr = ":8081";
+  std::string log_level = "info";
+  std::string log_format = "logfmt";
+  op::OperatorOptions options;
+  int check_period = 30;
+  std::map<std::string, int> workers = {
+      {"controller", 1}, {"restapi", 1}, {"accounting", 1}, {"loginset", 1}, {"token", 1}};
+  app.add_option("--kubeconfig", kubeconfig,
+                 "kubeconfig file; default $KUBECONFIG, then in-cluster, then ~/.kube/config");
+  app.add_option("--context", context, "kubeconfig context (default: the current one)");
+  app.add_option("--namespaces", namespaces,
+                 "comma-separated namespaces to watch (default: every namespace)");
+  app.add_flag("--leader-elect", leader_elect,
+               "elect one active operator among replicas through a Lease");
+  app.add_option("--leader-elect-namespace", leader_namespace,
+                 "namespace of the Lease (default: the kubeconfig's or the pod's namespace)");
+  app.add_option("--leader-elect-id", leader_id, "name of the Lease");
+  app.add_option("--metrics-addr", metrics_addr, "address of /metrics, or 0 for none");
+  app.add_option("--health-addr", health_addr, "address of /healthz and /readyz, or 0 for none");
+  app.add_option("--log-level", log_level, "debug, info, warn or error");
+  app.add_option("--log-format", log_format, "logfmt or json")
+      ->check(CLI::IsMember({"logfmt", "json"}));
+  app.add_option("--slurmrestd-url", options.slurmrestd_url,
+                 "URL of a RestApi's slurmrestd; {service} and {namespace} are replaced")
+      ->capture_default_str();
+  app.add_option("--slurm-check-period", check_period,
+                 "seconds between a Controller's checks that Slurm answers")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  for (auto& [name, count] : workers) {
+    app.add_option("--" + name + "-workers", count,
+                   "concurrent reconciles of the " + name + " controller")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+  }
+  CLI11_PARSE(app, argc, argv);
+
+  log::Level level = log::Level::kInfo;
+  if (!log::parse_level(log_level, &level)) {
+    std::cerr << "--log-level: unknown level \"" << log_level << "\"\n";
+    return 2;
+  }
+  log::configure(level, log_format == "json" ? log::Format::kJson : log::Format::kLogfmt);
+  options.namespaces = split_list(namespaces);
+  options.workers = workers;
+  options.slurm_check_period = std::chrono::seconds(check_period);
+
+  auto config = kube::load_default(kubeconfig, context);
+  if (!config) {
+    log::error("operator.config_failed", {{"error", config.error().to_string()}});
+    return 2;
+  }
+  // Signals are taken by sigwait below, never by a worker thread.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  metrics::Registry registry;
+  kube::ClientOptions client_options;
+  client_options.metrics = &registry;
+  client_options.user_agent = "slurm-operator";
+  client_options.timeout = std::chrono::milliseconds(8000);  // below the lease's renew deadline
+  kube::Client client(*config, client_options);
+  const std::string me = identity();
+  kube::EventRecorder events(client, {"slurm-operator", me});
+  op::Operator operator_(client, events, options, &registry);
+
+  cmd::Endpoints endpoints(registry, [&] { return operator_.synced(); });
+  const bool same = metrics_addr == health_addr;
+  for (const auto& [address, with_metrics, with_health] :
+       {std::tuple{metrics_addr, true, same}, std::tuple{health_addr, same, true}}) {
+    if (same && !with_metrics) {
+      continue;
+    }
+    if (auto served = endpoints.serve(address, with_metrics, with_health); !served) {
+      log::error("operator.listen_failed", {{"address", address}, {"error", served.error()}});
+      return 2;
+    }
+  }
+  log::info("operator.starting", {{"identity", me},
+                                  {"server", config->server},
+                                  {"namespaces", namespaces.empty() ? "*" : namespaces},
+                                  {"leader_elect", leader_elect ? "true" : "false"}});
+  operator_.start_informers();
+  // Reconciling from half-filled caches would report objects as missing that only were not
+  // listed yet; an API server that does not answer keeps the operator waiting here, unready.
+  while (!operator_.wait_for_sync(std::chrono::seconds(30))) {
+    log::warn("operator.waiting_for_caches", {{"server", config->server}});
+    sigset_t pending;
+    if (sigpending(&pending) == 0 &&
+        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+      operator_.stop();
+      return 0;
+    }
+  }
+
+  std::unique_ptr<kube::LeaderElector> elector;
+  std::atomic<bool> lost{false};
+  if (leader_elect) {
+    kube::LeaderElectionOptions lease;
+    lease.lease_namespace = leader_namespace.empty() ? config->namespace_name : leader_namespace;
+    lease.lease_name = leader_id;
+    lease.identity = me;
+    lease.metrics = &registry;
+    kube::LeaderCallbacks callbacks;
+    callbacks.started_leading = [&] {
+      log::info("operator.leading", {{"identity", me}});
+      operator_.start_controllers();
+    };
+    callbacks.stopped_leading = [&] {
+      // Another replica may act now: stop at once and let the process restart clean.
+      lost = true;
+      kill(getpid(), SIGTERM);
+    };
+    elector = std::make_unique<kube::LeaderElector>(client, lease, callbacks);
+    elector->start();
+  } else {
+    operator_.start_controllers();
+  }
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  log::info("operator.stopping",
+            {{"signal", std::to_string(signal)}, {"lost_lease", lost ? "true" : "false"}});
+  operator_.stop_controllers();
+  if (elector) {
+    elector->stop();  // releases the lease: a successor need not wait for it to expire
+  }
+  operator_.stop();
+  events.flush(std::chrono::seconds(3));
+  endpoints.stop();
+  return lost ? 1 : 0;
+}

@@ -1,0 +1,611 @@
+#include "operator/build/controller.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "api/well_known.hpp"
+#include "operator/build/common.hpp"
+#include "slurm/conf.hpp"
+
+namespace tightrope::op::build {
+
+using nlohmann::json;
+
+namespace {
+
+Owner owner_of(const api::Controller& c) {
+  return {"Controller", c.metadata.name, c.metadata.uid};
+}
+
+json labels_of(const api::Controller& c) {
+  json labels = component_labels("slurmctld", c.metadata.name, "controller");
+  labels[api::kLabelCluster] = c.metadata.name;
+  return labels;
+}
+
+// Keys whose values are comma lists: a user's extraConf adds to the operator's list.
+const std::set<std::string>& merged_keys() {
+  static const std::set<std::string> keys = {"slurmctldparameters", "authinfo",
+                                             "authaltparameters"};
+  return keys;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
+
+// Appends the items of `extra` (a comma list) missing from `base`.
+std::string union_list(const std::string& base, const std::string& extra) {
+  std::vector<std::string> items;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& list) {
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      const std::string item =
+          list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty() && seen.insert(item).second) {
+        items.push_back(item);
+      }
+      if (comma == std::string::npos) {
+        break;
+      }
+      start = comma + 1;
+    }
+  };
+  add(base);
+  add(extra);
+  std::string out;
+  for (const auto& item : items) {
+    out += (out.empty() ? "" : ",") + item;
+  }
+  return out;
+}
+
+// Every ConfigMap key of a list of refs, sorted by ConfigMap then key.
+std::vector<std::string> files_of(const std::vector<api::LocalRef>& refs,
+                                  const ControllerInputs& in) {
+  std::vector<std::string> files;
+  for (const auto& ref : refs) {
+    if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
+      for (const auto& [key, value] : it->second) {
+        files.push_back(key);
+      }
+    }
+  }
+  return files;
+}
+
+std::string partition_line(const api::NodeSet& n) {
+  std::string line = "PartitionName=" + n.slurm_name() + " Nodes=" + n.slurm_name();
+  if (!n.spec.partition.config.empty()) {
+    line += " " + n.spec.partition.config;
+  }
+  return line;
+}
+
+std::vector<const api::NodeSet*> sorted_nodesets(const ControllerInputs& in) {
+  std::vector<const api::NodeSet*> out;
+  for (const auto& n : in.nodesets) {
+    if (!n.metadata.deleting) {
+      out.push_back(&n);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const api::NodeSet* a, const api::NodeSet* b) {
+    return a->metadata.name < b->metadata.name;
+  });
+  return out;
+}
+
+}  // namespace
+
+std::string controller_config_map_name(const api::Controller& c) {
+  return c.metadata.name + "-config";
+}
+std::string controller_statefulset_name(const api::Controller& c) {
+  return c.metadata.name + "-controller";
+}
+std::string controller_service_name(const api::Controller& c) {
+  return c.metadata.name + "-controller";
+}
+std::string controller_headless_service_name(const api::Controller& c) {
+  return c.metadata.name + "-controller-internal";
+}
+
+std::string controller_conf_server(const api::Controller& c) {
+  if (c.spec.external) {
+    return c.spec.external_config.host + ":" + std::to_string(c.spec.external_config.port);
+  }
+  return controller_service_name(c) + "." + c.metadata.namespace_name + ":" +
+         std::to_string(kSlurmctldPort);
+}
+
+std::vector<std::string> owned_slurm_conf_keys() {
+  return {"ClusterName",
+          "SlurmctldHost",
+          "ControlMachine",
+          "BackupController",
+          "SlurmctldPort",
+          "SlurmdPort",
+          "SlurmUser",
+          "AuthType",
+          "CredType",
+          "AuthAltTypes",
+          "StateSaveLocation",
+          "AccountingStorageType",
+          "AccountingStorageHost",
+          "AccountingStoragePort",
+          "MetricsType"};
+}
+
+api::FieldErrors check_controller_config(const api::Controller& c, const ControllerInputs& in) {
+  api::FieldErrors errors;
+  auto extra = slurm::parse_slurm_conf(c.spec.extra_conf, "extraConf");
+  if (!extra) {
+    errors.push_back({"spec.extraConf", extra.error().to_string()});
+  } else {
+    slurm::OwnedConf owned;
+    for (const auto& key : owned_slurm_conf_keys()) {
+      owned.keys.insert(key);
+    }
+    for (const api::NodeSet* n : sorted_nodesets(in)) {
+      owned.records.insert("NodeSet=" + n->slurm_name());
+      if (n->spec.partition.enabled) {
+        owned.records.insert("PartitionName=" + n->slurm_name());
+      }
+    }
+    owned.owner = "the operator";
+    for (const auto& e : slurm::validate_extra_conf(*extra, owned)) {
+      errors.push_back({"spec.extraConf", e.to_string()});
+    }
+  }
+  const auto check_refs = [&](const std::vector<api::LocalRef>& refs, const std::string& field) {
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const auto it = in.config_maps.find(refs[i].name);
+      if (it == in.config_maps.end()) {
+        continue;  // a missing ConfigMap is the reconciler's condition, not a spec error
+      }
+      for (const char* forbidden : {"slurm.conf", "slurmdbd.conf"}) {
+        if (it->second.count(forbidden) != 0) {
+          errors.push_back({field + "[" + std::to_string(i) + "]",
+                            "ConfigMap \"" + refs[i].name + "\" holds " + forbidden +
+                                ", which the operator generates: put its lines in "
+                                "spec.extraConf instead"});
+        }
+      }
+    }
+  };
+  // Every file lands in /etc/slurm: two ConfigMaps may not bring the same name, nor take one
+  // the operator writes.
+  std::map<std::string, std::string> seen = {
+      {"slurm.key", "the operator"}, {"jwt.key", "the operator"}, {"jwks.json", "the operator"}};
+  for (const auto& [refs, field] :
+       std::vector<std::pair<const std::vector<api::LocalRef>*, std::string>>{
+           {&c.spec.config_file_refs, "spec.configFileRefs"},
+           {&c.spec.prolog_script_refs, "spec.prologScriptRefs"},
+           {&c.spec.epilog_script_refs, "spec.epilogScriptRefs"},
+           {&c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs"},
+           {&c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs"}}) {
+    for (size_t i = 0; i < refs->size(); ++i) {
+      const auto it = in.config_maps.find((*refs)[i].name);
+      if (it == in.config_maps.end()) {
+        continue;
+      }
+      for (const auto& [file, content] : it->second) {
+        const std::string who = "ConfigMap \"" + (*refs)[i].name + "\"";
+        const auto [where, fresh] = seen.emplace(file, who);
+        if (!fresh && where->second != who) {
+          errors.push_back({field + "[" + std::to_string(i) + "]",
+                            who + " brings /etc/slurm/" + file + ", which " + where->second +
+                                " already provides"});
+        }
+      }
+    }
+  }
+  check_refs(c.spec.config_file_refs, "spec.configFileRefs");
+  check_refs(c.spec.prolog_script_refs, "spec.prologScriptRefs");
+  check_refs(c.spec.epilog_script_refs, "spec.epilogScriptRefs");
+  check_refs(c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs");
+  check_refs(c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs");
+  return errors;
+}
+
+std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in) {
+  const api::ControllerSpec& s = c.spec;
+  // The user's extraConf: list-valued keys the operator also sets are merged into its lines,
+  // the rest is appended as written (check_controller_config refused what cannot be).
+  std::map<std::string, std::string> merged;
+  std::string extra_text;
+  if (auto extra = slurm::parse_slurm_conf(s.extra_conf, "extraConf")) {
+    slurm::SlurmConf rest;
+    for (const auto& line : extra->lines()) {
+      if (line.kind == slurm::ConfLine::Kind::kSetting && line.pairs.size() == 1 &&
+          merged_keys().count(lower(line.key())) != 0) {
+        auto& value = merged[lower(line.key())];
+        value = union_list(value, line.pairs.front().second);
+        continue;
+      }
+      rest.append(line);
+    }
+    extra_text = rest.render();
+  }
+  const auto with_extra = [&](const char* key, const std::string& value) {
+    const auto it = merged.find(lower(key));
+    return it == merged.end() ? value : union_list(value, it->second);
+  };
+  // Keys the operator writes only when extraConf leaves them alone.
+  std::set<std::string> user_keys;
+  if (auto extra = slurm::parse_slurm_conf(s.extra_conf, "extraConf")) {
+    for (const auto& line : extra->lines()) {
+      if (line.kind == slurm::ConfLine::Kind::kSetting && !slurm::is_record_key(line.key())) {
+        for (const auto& [key, value] : line.pairs) {
+          user_keys.insert(lower(key));
+        }
+      }
+    }
+  }
+
+  slurm::SlurmConf conf;
+  conf.append_comment("# slurm.conf of Slurm cluster " + c.cluster_name() +
+                      ", generated by the operator from Controller " + c.metadata.namespace_name +
+                      "/" + c.metadata.name + ". Edit the Controller, not this file.");
+  conf.set("ClusterName", c.cluster_name());
+  conf.set("SlurmUser", "slurm");
+  if (s.external) {
+    conf.append_setting({{"SlurmctldHost", s.external_config.host}});
+    conf.set("SlurmctldPort", std::to_string(s.external_config.port));
+  } else {
+    const int replicas = s.ha.enabled ? 1 + static_cast<int>(s.ha.backups) : 1;
+    for (int i = 0; i < replicas; ++i) {
+      const std::string pod = controller_statefulset_name(c) + "-" + std::to_string(i);
+      conf.append_setting(
+          {{"SlurmctldHost", pod + "(" + pod + "." + controller_headless_service_name(c) + "." +
+                                 c.metadata.namespace_name + ")"}});
+    }
+    conf.set("SlurmctldPort", std::to_string(kSlurmctldPort));
+    conf.set("StateSaveLocation", "/var/spool/slurmctld");
+  }
+  const auto soft = [&](const char* key, const std::string& value) {
+    if (user_keys.count(lower(key)) == 0) {
+      conf.set(key, value);
+    }
+  };
+  soft("SlurmdUser", "root");
+  conf.set("SlurmdPort", std::to_string(kSlurmdPort));
+  soft("SlurmdSpoolDir", "/var/spool/slurmd");
+  soft("MaxNodeCount", "1024");
+  soft("SlurmctldLogFile", "/var/log/slurm/slurmctld.log");
+  soft("SlurmdLogFile", "/var/log/slurm/slurmd.log");
+  conf.set("AuthType", "auth/slurm");
+  conf.set("CredType", "cred/slurm");
+  conf.set("AuthAltTypes", "auth/jwt");
+  std::string alt = "jwt_key=/etc/slurm/jwt.key";
+  if (s.jwks_key_ref) {
+    alt += ",jwks=/etc/slurm/jwks.json";
+  }
+  conf.set("AuthAltParameters", with_extra("AuthAltParameters", alt));
+  conf.set("AuthInfo", with_extra("AuthInfo", "use_client_ids"));
+  conf.set("SlurmctldParameters",
+           with_extra("SlurmctldParameters", "enable_configless,reconfig_on_restart"));
+  if (s.metrics.enabled) {
+    conf.set("MetricsType", "metrics/openmetrics");
+  }
+  if (s.accounting_ref) {
+    conf.set("AccountingStorageType", "accounting_storage/slurmdbd");
+    if (in.accounting && in.accounting->spec.external) {
+      conf.set("AccountingStorageHost", in.accounting->spec.external_config.host);
+      conf.set("AccountingStoragePort", std::to_string(in.accounting->spec.external_config.port));
+    } else {
+      conf.set("AccountingStorageHost",
+               s.accounting_ref->name + "-accounting." + c.metadata.namespace_name);
+      conf.set("AccountingStoragePort", std::to_string(kSlurmdbdPort));
+    }
+  } else {
+    conf.set("AccountingStorageType", "accounting_storage/none");
+  }
+  const auto scripts = [&](const char* key, const std::vector<api::LocalRef>& refs) {
+    for (const auto& file : files_of(refs, in)) {
+      conf.append_setting({{key, "/etc/slurm/" + file}});
+    }
+  };
+  scripts("PrologSlurmctld", s.prolog_slurmctld_script_refs);
+  scripts("EpilogSlurmctld", s.epilog_slurmctld_script_refs);
+  scripts("Prolog", s.prolog_script_refs);
+  scripts("Epilog", s.epilog_script_refs);
+  const auto nodesets = sorted_nodesets(in);
+  if (!nodesets.empty()) {
+    conf.append_blank();
+    conf.append_comment("# One NodeSet (and partition, where enabled) per NodeSet resource");
+  }
+  for (const api::NodeSet* n : nodesets) {
+    conf.append_setting({{"NodeSet", n->slurm_name()}, {"Feature", n->slurm_name()}});
+    if (n->spec.partition.enabled) {
+      auto line = slurm::parse_slurm_conf(partition_line(*n), "partition");
+      if (line && !line->lines().empty()) {
+        conf.append(line->lines().front());
+      }
+    }
+  }
+  std::string text = conf.render();
+  if (!extra_text.empty() && extra_text.find_first_not_of(" \n\t") != std::string::npos) {
+    text += "\n### EXTRA CONFIG ###\n" + extra_text;
+    if (text.back() != '\n') {
+      text += '\n';
+    }
+  }
+  return text;
+}
+
+std::optional<std::string> build_cgroup_conf(const ControllerInputs& in) {
+  for (const auto& [name, data] : in.config_maps) {
+    if (data.count("cgroup.conf") != 0) {
+      return std::nullopt;
+    }
+  }
+  return std::string("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n");
+}
+
+json build_controller_config_map(const api::Controller& c, const ControllerInputs& in) {
+  json data = {{"slurm.conf", build_slurm_conf(c, in)}};
+  if (auto cgroup = build_cgroup_conf(in)) {
+    data["cgroup.conf"] = *cgroup;
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata", object_meta(controller_config_map_name(c), c.metadata.namespace_name,
+                                   labels_of(c), owner_of(c))},
+          {"data", data}};
+}
+
+std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in) {
+  std::string all = build_controller_config_map(c, in)["data"].dump();
+  const auto add_refs = [&](const std::vector<api::LocalRef>& refs) {
+    for (const auto& ref : refs) {
+      if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
+        all += ref.name;
+        for (const auto& [key, value] : it->second) {
+          all += "\n" + key + "\n" + value;
+        }
+      }
+    }
+  };
+  add_refs(c.spec.config_file_refs);
+  add_refs(c.spec.prolog_script_refs);
+  add_refs(c.spec.epilog_script_refs);
+  add_refs(c.spec.prolog_slurmctld_script_refs);
+  add_refs(c.spec.epilog_slurmctld_script_refs);
+  return sha256_hex(all);
+}
+
+json build_controller_statefulset(const api::Controller& c, const ControllerInputs& in) {
+  const api::ControllerSpec& s = c.spec;
+  const int replicas = s.ha.enabled ? 1 + static_cast<int>(s.ha.backups) : 1;
+  // /etc/slurm: the generated files, the keys, and every referenced file, read-only.
+  json sources = json::array(
+      {{{"configMap", {{"name", controller_config_map_name(c)}}}},
+       {{"secret",
+         {{"name", s.slurm_key_ref.name},
+          {"items", json::array({{{"key", s.slurm_key_ref.key}, {"path", "slurm.key"}}})}}}}});
+  if (const api::KeyRef* jwt = s.jwt_key()) {
+    sources.push_back({{"secret",
+                        {{"name", jwt->name},
+                         {"items", json::array({{{"key", jwt->key}, {"path", "jwt.key"}}})}}}});
+  }
+  if (s.jwks_key_ref) {
+    sources.push_back(
+        {{"configMap",
+          {{"name", s.jwks_key_ref->name},
+           {"items", json::array({{{"key", s.jwks_key_ref->key}, {"path", "jwks.json"}}})}}}});
+  }
+  for (const auto* refs : {&s.config_file_refs}) {
+    for (const auto& ref : *refs) {
+      sources.push_back({{"configMap", {{"name", ref.name}}}});
+    }
+  }
+  // Scripts must be executable; a projected source sets modes per item only.
+  for (const auto* refs : {&s.prolog_script_refs, &s.epilog_script_refs,
+                           &s.prolog_slurmctld_script_refs, &s.epilog_slurmctld_script_refs}) {
+    for (const auto& ref : *refs) {
+      json items = json::array();
+      if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
+        for (const auto& [key, value] : it->second) {
+          items.push_back({{"key", key}, {"path", key}, {"mode", 0755}});
+        }
+      }
+      json source = {{"name", ref.name}};
+      if (!items.empty()) {
+        source["items"] = items;
+      }
+      sources.push_back({{"configMap", source}});
+    }
+  }
+  json volumes = json::array(
+      {{{"name", "slurm-etc"}, {"projected", {{"defaultMode", 0600}, {"sources", sources}}}},
+       {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}},
+       {{"name", "slurmctld-auth"}, {"emptyDir", {{"medium", "Memory"}}}},
+       {{"name", "logfile"}, {"emptyDir", {{"medium", "Memory"}}}}});
+  json claim_templates = json::array();
+  const bool persistent = s.persistence.enabled.value_or(true);
+  if (!persistent) {
+    volumes.push_back({{"name", "statesave"}, {"emptyDir", json::object()}});
+  } else if (!s.persistence.existing_claim.empty()) {
+    volumes.push_back({{"name", "statesave"},
+                       {"persistentVolumeClaim", {{"claimName", s.persistence.existing_claim}}}});
+  } else {
+    json claim = merge_over({{"accessModes", json::array({"ReadWriteOnce"})},
+                             {"resources", {{"requests", {{"storage", "4Gi"}}}}}},
+                            s.persistence.claim_spec);
+    claim_templates.push_back({{"metadata", {{"name", "statesave"}}}, {"spec", claim}});
+  }
+  const json probe_live = {{"httpGet", {{"path", "/livez"}, {"port", "slurmctld"}}}};
+  json slurmctld = {
+      {"name", "slurmctld"},
+      {"image", slurm_image("slurmctld")},
+      {"ports",
+       json::array(
+           {{{"name", "slurmctld"}, {"containerPort", kSlurmctldPort}, {"protocol", "TCP"}}})},
+      {"startupProbe", merge_over(probe_live, {{"periodSeconds", 10}, {"failureThreshold", 6}})},
+      {"livenessProbe", probe_live},
+      // A standby must stay Ready (it answers /livez, not /readyz), or HA loses its endpoint.
+      {"readinessProbe",
+       {{"httpGet", {{"path", s.ha.enabled ? "/livez" : "/readyz"}, {"port", "slurmctld"}}}}},
+      {"volumeMounts",
+       json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
+                    {{"name", "run"}, {"mountPath", "/run"}},
+                    {{"name", "slurmctld-auth"}, {"mountPath", "/run/slurmctld"}},
+                    {{"name", "logfile"}, {"mountPath", "/var/log/slurm"}},
+                    {{"name", "statesave"}, {"mountPath", "/var/spool/slurmctld"}}})}};
+  slurmctld = merge_over(slurmctld, s.slurmctld);
+  // The log file is a FIFO that a native sidecar copies to its stdout: `kubectl logs -c logfile`.
+  json logfile = {
+      {"name", "logfile"},
+      {"image", kHelperImage},
+      {"restartPolicy", "Always"},
+      {"command", json::array({"sh", "-c",
+                               "f=/var/log/slurm/slurmctld.log; while true; do [ -p $f ] || "
+                               "{ rm -f $f; mkfifo -m 0666 $f; }; cat $f; done"})},
+      {"volumeMounts", json::array({{{"name", "logfile"}, {"mountPath", "/var/log/slurm"}}})}};
+  logfile = merge_over(logfile, s.logfile);
+  json init = json::array({logfile});
+  if (s.inplace_reconfigure) {
+    // Reconfigures slurmctld when the mounted files change, instead of a new pod.
+    json reconfigure = {
+        {"name", "reconfigure"},
+        {"image", slurm_image("slurmctld")},
+        {"restartPolicy", "Always"},
+        {"command",
+         json::array({"sh", "-c",
+                      "last=$(cat /etc/slurm/* 2>/dev/null | sha256sum); while sleep 5; do "
+                      "now=$(cat /etc/slurm/* 2>/dev/null | sha256sum); if [ \"$now\" != "
+                      "\"$last\" ]; then scontrol reconfigure && last=$now; fi; done"})},
+        {"volumeMounts",
+         json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
+                      {{"name", "slurmctld-auth"}, {"mountPath", "/run/slurmctld"}}})}};
+    init.push_back(merge_over(reconfigure, s.reconfigure));
+  }
+  json base = {{"automountServiceAccountToken", false},
+               {"securityContext",
+                {{"runAsNonRoot", true},
+                 {"runAsUser", kSlurmUid},
+                 {"runAsGroup", kSlurmUid},
+                 {"fsGroup", kSlurmUid}}},
+               {"initContainers", init},
+               {"containers", json::array({slurmctld})},
+               {"volumes", volumes}};
+  if (s.ha.enabled) {
+    base["affinity"] = {
+        {"podAntiAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution",
+           json::array({{{"topologyKey", "kubernetes.io/hostname"},
+                         {"labelSelector",
+                          {{"matchLabels", selector_labels("slurmctld", c.metadata.name)}}}}})}}}};
+  }
+  // A new hash in the pod template rolls the pods; in-place reconfigure hashes only the keys.
+  json annotations = {{api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
+                      {api::kAnnotationJwtKeyHash, in.jwt_key_hash}};
+  if (!s.inplace_reconfigure) {
+    annotations[api::kAnnotationSlurmConfigHash] = controller_config_hash(c, in);
+  }
+  json spec = {{"replicas", replicas},
+               {"serviceName", controller_headless_service_name(c)},
+               {"revisionHistoryLimit", 0},
+               {"podManagementPolicy", "Parallel"},
+               {"selector", {{"matchLabels", selector_labels("slurmctld", c.metadata.name)}}},
+               {"template", pod_template(labels_of(c), annotations, base, s.template_)}};
+  if (!claim_templates.empty()) {
+    spec["volumeClaimTemplates"] = claim_templates;
+  }
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "StatefulSet"},
+          {"metadata", object_meta(controller_statefulset_name(c), c.metadata.namespace_name,
+                                   labels_of(c), owner_of(c))},
+          {"spec", spec}};
+}
+
+json build_controller_headless_service(const api::Controller& c) {
+  json svc = service(controller_headless_service_name(c), c.metadata.namespace_name, labels_of(c),
+                     owner_of(c),
+                     {{"clusterIP", "None"},
+                      {"publishNotReadyAddresses", true},
+                      {"selector", selector_labels("slurmctld", c.metadata.name)},
+                      {"ports", json::array({{{"name", "slurmctld"},
+                                              {"port", kSlurmctldPort},
+                                              {"targetPort", "slurmctld"},
+                                              {"protocol", "TCP"}}})}},
+                     {});
+  return svc;
+}
+
+json build_controller_service(const api::Controller& c) {
+  json selector = selector_labels("slurmctld", c.metadata.name);
+  if (c.spec.ha.enabled) {
+    // Only the slurmctld that answers as primary (labelled by the reconciler after a ping).
+    selector[api::kLabelControllerActive] = "true";
+  }
+  return service(controller_service_name(c), c.metadata.namespace_name, labels_of(c), owner_of(c),
+                 {{"selector", selector},
+                  {"ports", json::array({{{"name", "slurmctld"},
+                                          {"port", kSlurmctldPort},
+                                          {"targetPort", "slurmctld"},
+                                          {"protocol", "TCP"}}})}},
+                 c.spec.service);
+}
+
+json build_controller_service_monitor(const api::Controller& c) {
+  const api::ServiceMonitorSpec& m = c.spec.metrics.service_monitor;
+  json endpoints = json::array();
+  std::vector<api::MetricEndpoint> wanted = m.endpoints;
+  if (wanted.empty()) {
+    for (const char* path :
+         {"/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"}) {
+      wanted.push_back({path, "", ""});
+    }
+  }
+  for (const auto& e : wanted) {
+    json endpoint = {{"port", "slurmctld"}, {"path", e.path}};
+    const std::string interval = e.interval.empty() ? m.interval : e.interval;
+    const std::string timeout = e.scrape_timeout.empty() ? m.scrape_timeout : e.scrape_timeout;
+    if (!interval.empty()) {
+      endpoint["interval"] = interval;
+    }
+    if (!timeout.empty()) {
+      endpoint["scrapeTimeout"] = timeout;
+    }
+    endpoints.push_back(endpoint);
+  }
+  json meta =
+      object_meta(controller_service_name(c), c.metadata.namespace_name, labels_of(c), owner_of(c));
+  for (const auto& [k, v] : m.labels) {
+    meta["labels"][k] = v;
+  }
+  if (!m.annotations.empty()) {
+    meta["annotations"] = m.annotations;
+  }
+  return {{"apiVersion", "monitoring.coreos.com/v1"},
+          {"kind", "ServiceMonitor"},
+          {"metadata", meta},
+          {"spec",
+           {{"namespaceSelector", {{"matchNames", json::array({c.metadata.namespace_name})}}},
+            {"selector", {{"matchLabels", selector_labels("slurmctld", c.metadata.name)}}},
+            {"endpoints", endpoints}}}};
+}
+
+std::vector<json> build_controller_objects(const api::Controller& c, const ControllerInputs& in,
+                                           bool service_monitor_crd_installed) {
+  std::vector<json> out = {build_controller_config_map(c, in)};
+  if (c.spec.external) {
+    return out;
+  }
+  out.push_back(build_controller_headless_service(c));
+  out.push_back(build_controller_service(c));
+  out.push_back(build_controller_statefulset(c, in));
+  if (c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled &&
+      service_monitor_crd_installed) {
+    out.push_back(build_controller_service_monitor(c));
+  }
+  return out;
+}
+
+}  // namespace tightrope::op::build

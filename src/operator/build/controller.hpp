@@ -1,0 +1,68 @@
+// What a Controller resource becomes: the cluster's slurm.conf (with a NodeSet and partition
+// line for each NodeSet that names the Controller), a default cgroup.conf, the slurmctld
+// StatefulSet, its headless and client Services, the ConfigMap of configuration files, and a
+// ServiceMonitor when asked. Pure: the reconciler gathers the inputs and applies the objects.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/codec.hpp"
+#include "api/types.hpp"
+
+namespace tightrope::op::build {
+
+// What the Controller's objects are built from besides the Controller itself.
+struct ControllerInputs {
+  std::vector<api::NodeSet> nodesets;         // those whose controllerRef names this Controller
+  std::optional<api::Accounting> accounting;  // the one spec.accountingRef names, when found
+  // Data of the ConfigMaps in configFileRefs and the script refs, by ConfigMap name.
+  std::map<std::string, std::map<std::string, std::string>> config_maps;
+  std::string slurm_key_hash;  // sha256 of the auth/slurm key
+  std::string jwt_key_hash;    // sha256 of the auth/jwt key
+};
+
+// Names of what a Controller owns.
+std::string controller_config_map_name(const api::Controller& c);        // <cr>-config
+std::string controller_statefulset_name(const api::Controller& c);       // <cr>-controller
+std::string controller_service_name(const api::Controller& c);           // <cr>-controller
+std::string controller_headless_service_name(const api::Controller& c);  // ...-internal
+// Where slurmd, sackd and slurmrestd find slurmctld: "<service>.<ns>:6817", or the external
+// host and port.
+std::string controller_conf_server(const api::Controller& c);
+
+// The parts of slurm.conf the operator owns: a user's extraConf may not set them.
+std::vector<std::string> owned_slurm_conf_keys();
+
+// Problems with the user's configuration that the schema cannot see: extraConf lines that do
+// not parse or that set what the operator owns (with the line number), and configFileRefs
+// ConfigMaps that hold slurm.conf. Empty when the Controller can be built.
+api::FieldErrors check_controller_config(const api::Controller& c, const ControllerInputs& in);
+
+std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in);
+// CgroupPlugin=cgroup/v2 + IgnoreSystemd=yes, unless a referenced ConfigMap provides one.
+std::optional<std::string> build_cgroup_conf(const ControllerInputs& in);
+
+// The ConfigMap "<cr>-config": slurm.conf and, by default, cgroup.conf.
+nlohmann::json build_controller_config_map(const api::Controller& c, const ControllerInputs& in);
+// The hash that rolls slurmctld when its configuration changes: the generated files and every
+// referenced ConfigMap's data.
+std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in);
+
+nlohmann::json build_controller_statefulset(const api::Controller& c, const ControllerInputs& in);
+nlohmann::json build_controller_headless_service(const api::Controller& c);
+nlohmann::json build_controller_service(const api::Controller& c);
+// A monitoring.coreos.com/v1 ServiceMonitor scraping slurmctld's /metrics/{jobs,nodes,
+// partitions,scheduler} (or the endpoints the spec lists).
+nlohmann::json build_controller_service_monitor(const api::Controller& c);
+
+// Everything, in the order to apply it. External mode: the ConfigMap only (slurmrestd reads
+// slurm.conf from it); no slurmctld here.
+std::vector<nlohmann::json> build_controller_objects(const api::Controller& c,
+                                                     const ControllerInputs& in,
+                                                     bool service_monitor_crd_installed);
+
+}  // namespace tightrope::op::build

@@ -1,0 +1,255 @@
+#include "operator/operator.hpp"
+
+#include <functional>
+
+#include "api/codec.hpp"
+#include "api/well_known.hpp"
+#include "operator/resources.hpp"
+
+namespace tightrope::op {
+
+using kube::Document;
+using kube::Informer;
+using kube::MetaOnly;
+using kube::Request;
+using nlohmann::json;
+
+namespace {
+
+// True when `spec` names `name` in any *Ref or *Refs field (a Secret, a ConfigMap, a Controller,
+// an Accounting): enough to map a change of the named object to the resources that use it.
+bool references(const json& value, const std::string& name, bool in_ref = false) {
+  if (value.is_object()) {
+    if (in_ref && value.value("name", json()) == name) {
+      return true;
+    }
+    for (const auto& [key, child] : value.items()) {
+      const bool ref = key.size() > 3 && (key.ends_with("Ref") || key.ends_with("Refs"));
+      if ((ref || (in_ref && child.is_array())) && references(child, name, ref || in_ref)) {
+        return true;
+      }
+      if (!ref && child.is_object() && references(child, name, false)) {
+        return true;
+      }
+    }
+  } else if (value.is_array() && in_ref) {
+    for (const auto& item : value) {
+      if (references(item, name, true)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::vector<Request> referencing(const ResourceCache& cache, const kube::ResourceType& type,
+                                 const std::string& ns, const std::string& name) {
+  std::vector<Request> out;
+  for (const auto& doc : cache.list(type, ns)) {
+    const auto spec = doc->doc.find("spec");
+    if (spec != doc->doc.end() && references(*spec, name)) {
+      out.push_back({ns, doc->meta.name});
+    }
+  }
+  return out;
+}
+
+// The Controller a ConfigMap, Service or StatefulSet belongs to, by owner reference.
+std::string owning(const kube::ObjectMeta& meta, const std::string& kind) {
+  const kube::OwnerReference* owner = meta.controller_ref();
+  return owner != nullptr && owner->kind == kind ? owner->name : "";
+}
+
+}  // namespace
+
+Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
+                   metrics::Registry* metrics)
+    : client_(client),
+      runtime_(client, events, slurm_, std::move(options)),
+      factory_(client,
+               [&] {
+                 kube::ReflectorOptions r;
+                 r.metrics = metrics;
+                 return r;
+               }()),
+      metrics_(metrics),
+      controller_reconciler_(runtime_, cache_),
+      restapi_reconciler_(runtime_, cache_),
+      accounting_reconciler_(runtime_, cache_),
+      loginset_reconciler_(runtime_, cache_),
+      token_reconciler_(runtime_, cache_) {
+  wire();
+}
+
+Operator::~Operator() {
+  stop();
+}
+
+void Operator::wire() {
+  const auto make = [&](const char* name, kube::Reconciler& reconciler) {
+    kube::ControllerOptions options;
+    options.name = name;
+    const auto& workers = runtime_.options().workers;
+    options.workers = workers.count(name) != 0 ? std::max(1, workers.at(name)) : 1;
+    options.metrics = metrics_;
+    options.queue.max_delay = runtime_.options().max_retry_delay;
+    controllers_.push_back(std::make_unique<kube::Controller>(options, reconciler));
+    return controllers_.back().get();
+  };
+  kube::Controller* controllers = make("controller", controller_reconciler_);
+  kube::Controller* restapis = make("restapi", restapi_reconciler_);
+  kube::Controller* accountings = make("accounting", accounting_reconciler_);
+  kube::Controller* loginsets = make("loginset", loginset_reconciler_);
+  kube::Controller* tokens = make("token", token_reconciler_);
+
+  std::vector<std::string> namespaces = runtime_.options().namespaces;
+  if (namespaces.empty()) {
+    namespaces.push_back("");  // all
+  }
+  const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
+  for (const auto& ns : namespaces) {
+    const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
+      auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
+      cache_.add(type, &informer);
+      informers_.push_back(&informer);
+      return informer;
+    };
+    auto& controller_inf = crd(resources::controllers());
+    auto& nodeset_inf = crd(resources::nodesets());
+    auto& restapi_inf = crd(resources::restapis());
+    auto& accounting_inf = crd(resources::accountings());
+    auto& loginset_inf = crd(resources::loginsets());
+    auto& token_inf = crd(resources::tokens());
+    const auto meta = [&](const kube::ResourceType& type,
+                          const std::string& selector) -> Informer<MetaOnly>& {
+      auto& informer = factory_.informer<MetaOnly>(type, ns, kube::decode_meta_only, selector);
+      informers_.push_back(&informer);
+      return informer;
+    };
+    // Secrets and ConfigMaps: every one, since users' own are referenced by name.
+    auto& secrets = meta(kube::resources::secrets(), "");
+    auto& config_maps = meta(kube::resources::config_maps(), "");
+    auto& services = meta(kube::resources::services(), managed);
+    auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
+    auto& deployments = meta(kube::resources::deployments(), managed);
+
+    const ResourceCache* cache = &cache_;
+    controllers->watch_primary(controller_inf);
+    for (auto* owned : {&services, &stateful_sets, &config_maps}) {
+      controllers->watch_owned(*owned, "Controller");
+    }
+    controllers->watch_mapped<Document>(nodeset_inf, [](const Document& n) {
+      const std::string name = n.doc.value("/spec/controllerRef/name"_json_pointer, std::string());
+      return name.empty() ? std::vector<Request>{}
+                          : std::vector<Request>{{n.meta.namespace_name, name}};
+    });
+    controllers->watch_mapped<Document>(restapi_inf, [](const Document& r) {
+      const std::string name = r.doc.value("/spec/controllerRef/name"_json_pointer, std::string());
+      return name.empty() ? std::vector<Request>{}
+                          : std::vector<Request>{{r.meta.namespace_name, name}};
+    });
+    controllers->watch_mapped<Document>(accounting_inf, [cache](const Document& a) {
+      return referencing(*cache, resources::controllers(), a.meta.namespace_name, a.meta.name);
+    });
+    for (auto* named : {&secrets, &config_maps}) {
+      controllers->watch_mapped<MetaOnly>(*named, [cache](const MetaOnly& o) {
+        return referencing(*cache, resources::controllers(), o.meta.namespace_name, o.meta.name);
+      });
+    }
+
+    restapis->watch_primary(restapi_inf);
+    for (auto* owned : {&services, &deployments}) {
+      restapis->watch_owned(*owned, "RestApi");
+    }
+    // A Controller or its ConfigMap changed: its RestApis and LoginSets follow.
+    const auto of_controller = [cache](const kube::ResourceType& type, const std::string& ns_name,
+                                       const std::string& controller) {
+      std::vector<Request> out;
+      for (const auto& doc : cache->list(type, ns_name)) {
+        if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == controller) {
+          out.push_back({ns_name, doc->meta.name});
+        }
+      }
+      return out;
+    };
+    restapis->watch_mapped<Document>(controller_inf, [of_controller](const Document& c) {
+      return of_controller(resources::restapis(), c.meta.namespace_name, c.meta.name);
+    });
+    restapis->watch_mapped<MetaOnly>(config_maps, [of_controller](const MetaOnly& cm) {
+      const std::string controller = owning(cm.meta, "Controller");
+      return controller.empty()
+                 ? std::vector<Request>{}
+                 : of_controller(resources::restapis(), cm.meta.namespace_name, controller);
+    });
+
+    accountings->watch_primary(accounting_inf);
+    for (auto* owned : {&services, &stateful_sets}) {
+      accountings->watch_owned(*owned, "Accounting");
+    }
+    accountings->watch_owned(secrets, "Accounting");
+    accountings->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
+      return referencing(*cache, resources::accountings(), o.meta.namespace_name, o.meta.name);
+    });
+
+    loginsets->watch_primary(loginset_inf);
+    for (auto* owned : {&services, &deployments, &config_maps, &secrets}) {
+      loginsets->watch_owned(*owned, "LoginSet");
+    }
+    loginsets->watch_mapped<Document>(controller_inf, [of_controller](const Document& c) {
+      return of_controller(resources::loginsets(), c.meta.namespace_name, c.meta.name);
+    });
+    loginsets->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
+      return referencing(*cache, resources::loginsets(), o.meta.namespace_name, o.meta.name);
+    });
+
+    tokens->watch_primary(token_inf);
+    tokens->watch_owned(secrets, "Token");
+    tokens->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
+      return referencing(*cache, resources::tokens(), o.meta.namespace_name, o.meta.name);
+    });
+  }
+}
+
+void Operator::start_informers() {
+  factory_.start_all();
+}
+
+bool Operator::wait_for_sync(std::chrono::milliseconds timeout) {
+  return factory_.wait_for_sync(timeout);
+}
+
+bool Operator::synced() const {
+  for (const auto* informer : informers_) {
+    if (!informer->has_synced()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Operator::start_controllers() {
+  if (controllers_running_) {
+    return;
+  }
+  for (auto& c : controllers_) {
+    c->start();
+  }
+  controllers_running_ = true;
+}
+
+void Operator::stop_controllers() {
+  if (!controllers_running_) {
+    return;
+  }
+  for (auto& c : controllers_) {
+    c->stop();
+  }
+  controllers_running_ = false;
+}
+
+void Operator::stop() {
+  stop_controllers();
+  factory_.stop_all();
+}
+
+}  // namespace tightrope::op

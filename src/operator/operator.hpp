@@ -1,0 +1,58 @@
+// The operator's controllers wired to their watches: informers for the six kinds and for what
+// the operator owns or reads (ConfigMaps, Secrets, Services, StatefulSets, Deployments), a
+// controller per kind, and the Slurm clients they share. start() after construction; stop()
+// before destruction. Leader election and the HTTP endpoints belong to the binary.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/metrics.hpp"
+#include "kube/controller.hpp"
+#include "kube/events.hpp"
+#include "operator/cache.hpp"
+#include "operator/reconcilers.hpp"
+#include "operator/runtime.hpp"
+
+namespace tightrope::op {
+
+class Operator {
+ public:
+  Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
+           metrics::Registry* metrics);
+  ~Operator();
+  Operator(const Operator&) = delete;
+  Operator& operator=(const Operator&) = delete;
+
+  // Starts the informers (at once: a standby keeps warm caches) and, with start_controllers,
+  // the controllers.
+  void start_informers();
+  bool wait_for_sync(std::chrono::milliseconds timeout);
+  void start_controllers();
+  void stop_controllers();
+  void stop();
+  bool synced() const;
+
+  SlurmClients& slurm_clients() { return slurm_; }
+
+ private:
+  void wire();
+
+  kube::Client& client_;
+  SlurmClients slurm_;
+  Runtime runtime_;
+  kube::InformerFactory factory_;
+  ResourceCache cache_;
+  metrics::Registry* metrics_;
+  std::vector<kube::InformerBase*> informers_;
+
+  ControllerReconciler controller_reconciler_;
+  RestApiReconciler restapi_reconciler_;
+  AccountingReconciler accounting_reconciler_;
+  LoginSetReconciler loginset_reconciler_;
+  TokenReconciler token_reconciler_;
+  std::vector<std::unique_ptr<kube::Controller>> controllers_;
+  bool controllers_running_ = false;
+};
+
+}  // namespace tightrope::op

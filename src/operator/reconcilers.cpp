@@ -1,0 +1,633 @@
+#include "operator/reconcilers.hpp"
+
+#include <algorithm>
+
+#include "api/codec.hpp"
+#include "api/defaults.hpp"
+#include "api/validation.hpp"
+#include "api/well_known.hpp"
+#include "base/log.hpp"
+#include "kube/time.hpp"
+#include "operator/build/common.hpp"
+#include "operator/build/components.hpp"
+#include "operator/build/controller.hpp"
+#include "operator/conditions.hpp"
+#include "operator/resources.hpp"
+#include "operator/ssh_keys.hpp"
+#include "slurm/conf.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+using std::chrono::seconds;
+
+namespace {
+
+// The identity of a cached resource, for status and events even when its spec cannot be read.
+api::ObjectMeta meta_of(const kube::Document& doc) {
+  api::ObjectMeta meta;
+  meta.name = doc.meta.name;
+  meta.namespace_name = doc.meta.namespace_name;
+  meta.uid = doc.meta.uid;
+  meta.generation = doc.meta.generation;
+  return meta;
+}
+
+std::vector<api::Condition> conditions_of(const kube::Document& doc) {
+  const auto it = doc.doc.find("status");
+  if (it == doc.doc.end() || !it->is_object() || !it->contains("conditions")) {
+    return {};
+  }
+  return api::decode_conditions((*it)["conditions"]);
+}
+
+// After a failure the work queue retries with backoff (capped by the queue's max delay).
+kube::ReconcileOutcome retry() {
+  return kube::ReconcileResult{true, {}};
+}
+kube::ReconcileOutcome after(std::chrono::milliseconds delay) {
+  return kube::ReconcileResult{false, delay};
+}
+kube::ReconcileOutcome settled() {
+  return kube::ReconcileResult{};
+}
+
+// Reports `ready` and decides what follows: a transient cause is retried, a spec problem waits
+// for the spec (or a watched object) to change.
+kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
+                              const api::ObjectMeta& meta,
+                              const std::vector<api::Condition>& before,
+                              std::vector<api::Condition> conditions, const Readiness& ready,
+                              kube::ReconcileOutcome next, json extra = json::object()) {
+  if (auto published = rt.publish(type, meta, before, std::move(conditions), ready, extra);
+      !published) {
+    return fail("writing status: " + published.error().message);
+  }
+  return next;
+}
+
+// Decodes a resource and applies defaults and validation; nullopt after reporting InvalidSpec.
+template <typename T>
+std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::Document& doc,
+                      api::Decoded<T> (*decode)(const json&)) {
+  auto decoded = decode(doc.doc);
+  api::FieldErrors errors;
+  if (decoded) {
+    api::apply_defaults(*decoded);
+    errors = api::validate(*decoded);
+  } else {
+    errors = decoded.error();
+  }
+  if (errors.empty()) {
+    return std::move(*decoded);
+  }
+  // The webhook refuses such objects; one written around it stays as it is until fixed.
+  (void)report(rt, type, meta_of(doc), conditions_of(doc), conditions_of(doc),
+               {false, "InvalidSpec", api::join(errors)}, settled());
+  return std::nullopt;
+}
+
+kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
+                                 std::map<std::string, json>* stored) {
+  for (const auto& object : objects) {
+    auto applied = rt.apply(object);
+    if (!applied) {
+      return fail("applying " + object.value("kind", "") + " " +
+                  object["metadata"].value("name", "") + ": " + applied.error().message);
+    }
+    if (stored != nullptr) {
+      (*stored)[object.value("kind", "") + "/" + object["metadata"].value("name", "")] = *applied;
+    }
+  }
+  return settled();
+}
+
+int64_t status_int(const json& object, const char* field) {
+  const auto status = object.find("status");
+  if (status == object.end() || !status->is_object()) {
+    return 0;
+  }
+  const auto it = status->find(field);
+  return it != status->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+std::optional<api::Controller> controller_of(const ResourceCache& cache, const std::string& ns,
+                                             const std::string& name) {
+  auto doc = cache.get(resources::controllers(), kube::object_key(ns, name));
+  if (!doc) {
+    return std::nullopt;
+  }
+  auto decoded = api::decode_controller(doc->doc);
+  if (!decoded) {
+    return std::nullopt;
+  }
+  api::apply_defaults(*decoded);
+  return std::move(*decoded);
+}
+
+std::string key_hash(const std::string& key) {
+  return key.empty() ? "" : build::sha256_hex(key);
+}
+
+}  // namespace
+
+// ---- Controller.
+
+kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& request) {
+  const auto doc = cache_.get(resources::controllers(), request.key());
+  if (!doc || doc->meta.deleting) {
+    runtime_.slurm().erase(request.key());
+    return settled();  // owned objects go with it (garbage collection)
+  }
+  const kube::ResourceType& type = resources::controllers();
+  auto loaded = load(runtime_, type, *doc, &api::decode_controller);
+  if (!loaded) {
+    return settled();
+  }
+  const api::Controller& c = *loaded;
+  const std::string& ns = c.metadata.namespace_name;
+  const auto before = c.status.conditions;
+  auto conditions = before;
+  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, c.metadata, before, conditions, ready, std::move(next));
+  };
+
+  build::ControllerInputs in;
+  for (const auto& n : cache_.list(resources::nodesets(), ns)) {
+    if (auto nodeset = api::decode_nodeset(n->doc);
+        nodeset && nodeset->spec.controller_ref.name == c.metadata.name) {
+      api::apply_defaults(*nodeset);
+      in.nodesets.push_back(std::move(*nodeset));
+    }
+  }
+  if (c.spec.accounting_ref) {
+    if (auto a = cache_.get(resources::accountings(),
+                            kube::object_key(ns, c.spec.accounting_ref->name))) {
+      if (auto accounting = api::decode_accounting(a->doc)) {
+        in.accounting = std::move(*accounting);
+      }
+    }
+  }
+  const std::vector<std::pair<const std::vector<api::LocalRef>*, const char*>> ref_lists = {
+      {&c.spec.config_file_refs, "spec.configFileRefs"},
+      {&c.spec.prolog_script_refs, "spec.prologScriptRefs"},
+      {&c.spec.epilog_script_refs, "spec.epilogScriptRefs"},
+      {&c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs"},
+      {&c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs"}};
+  for (const auto& [refs, field] : ref_lists) {
+    for (const auto& ref : *refs) {
+      auto data = runtime_.config_map_data(ns, ref.name);
+      if (!data) {
+        const bool missing = data.error().kind == kube::ErrorKind::kNotFound;
+        return not_ready({false, missing ? "ConfigMapNotFound" : "ConfigMapUnreadable",
+                          "ConfigMap " + ns + "/" + ref.name + " (" + field + ")" +
+                              (missing ? " does not exist" : ": " + data.error().message)},
+                         retry());
+      }
+      in.config_maps[ref.name] = std::move(*data);
+    }
+  }
+  std::string jwt_key;
+  if (!c.spec.external) {
+    const SecretKey slurm_key =
+        read_secret_key(runtime_, ns, c.spec.slurm_key_ref, "spec.slurmKeyRef");
+    if (!slurm_key.problem.ready) {
+      return not_ready(slurm_key.problem, retry());
+    }
+    in.slurm_key_hash = key_hash(slurm_key.value);
+  }
+  if (const api::KeyRef* ref = c.spec.jwt_key()) {
+    const SecretKey key = read_secret_key(runtime_, ns, *ref, "spec.jwtKeyRef");
+    if (!key.problem.ready) {
+      return not_ready(key.problem, retry());
+    }
+    jwt_key = key.value;
+    in.jwt_key_hash = key_hash(key.value);
+  }
+  if (auto errors = build::check_controller_config(c, in); !errors.empty()) {
+    return not_ready({false, "InvalidConfig", api::join(errors)}, settled());
+  }
+
+  const bool monitors = runtime_.serves("monitoring.coreos.com/v1", "ServiceMonitor");
+  const auto objects = build::build_controller_objects(c, in, monitors);
+  std::map<std::string, json> stored;
+  if (auto applied = apply_all(runtime_, objects, &stored); !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  // What the spec no longer asks for.
+  const bool want_monitor = c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled;
+  std::vector<std::pair<const kube::ResourceType*, std::string>> unwanted;
+  if (monitors && (!want_monitor || c.spec.external)) {
+    unwanted.emplace_back(&resources::service_monitors(), build::controller_service_name(c));
+  }
+  if (c.spec.external) {
+    unwanted.emplace_back(&kube::resources::stateful_sets(), build::controller_statefulset_name(c));
+    unwanted.emplace_back(&kube::resources::services(), build::controller_service_name(c));
+    unwanted.emplace_back(&kube::resources::services(), build::controller_headless_service_name(c));
+  }
+  for (const auto& [t, name] : unwanted) {
+    if (auto removed = runtime_.remove_owned(*t, ns, name, c.metadata.uid); !removed) {
+      return not_ready({false, "PruneFailed", removed.error().message}, retry());
+    }
+  }
+
+  // Slurm through the oldest RestApi of this Controller.
+  std::vector<api::RestApi> restapis;
+  for (const auto& r : cache_.list(resources::restapis(), ns)) {
+    if (auto restapi = api::decode_restapi(r->doc);
+        restapi && restapi->spec.controller_ref.name == c.metadata.name &&
+        !restapi->metadata.deleting) {
+      restapis.push_back(std::move(*restapi));
+    }
+  }
+  std::sort(restapis.begin(), restapis.end(), [](const api::RestApi& a, const api::RestApi& b) {
+    return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
+           std::tie(b.metadata.creation_timestamp, b.metadata.name);
+  });
+  bool reachable = false;
+  const auto period =
+      std::chrono::duration_cast<std::chrono::milliseconds>(runtime_.options().slurm_check_period);
+  kube::ReconcileOutcome next = settled();
+  if (restapis.empty() || jwt_key.empty()) {
+    runtime_.slurm().erase(request.key());
+    set_condition(conditions,
+                  {"SlurmReachable", "Unknown", restapis.empty() ? "NoRestApi" : "NoJwtKey",
+                   restapis.empty() ? "no RestApi names this Controller: the operator has no "
+                                      "slurmrestd to ask"
+                                    : "no jwtKeyRef: the operator cannot mint a token",
+                   c.metadata.generation, ""},
+                  Runtime::now());
+  } else {
+    const std::string url = runtime_.slurmrestd_url(build::restapi_name(restapis.front()), ns);
+    const api::KeyRef ref = *c.spec.jwt_key();
+    Runtime* rt = &runtime_;
+    auto client = runtime_.slurm().ensure(
+        request.key(), url,
+        [rt, ns, ref]() -> slurm::Result<std::string> {
+          const SecretKey key = read_secret_key(*rt, ns, ref, "spec.jwtKeyRef");
+          if (!key.problem.ready) {
+            return fail(slurm::Error{slurm::ErrorKind::kUnauthorized, 0, key.problem.message, {}});
+          }
+          return key.value;
+        },
+        "Secret " + ns + "/" + ref.name + " key " + ref.key);
+    // diag, unlike ping, needs a token slurmctld accepts: it proves the whole path.
+    auto diag = client->diag();
+    if (diag) {
+      reachable = true;
+      set_condition(
+          conditions,
+          {"SlurmReachable", "True", "Responding",
+           "slurmctld answered through " + url + " (" + std::to_string(diag->jobs_running) +
+               " jobs running, " + std::to_string(diag->jobs_pending) + " pending)",
+           c.metadata.generation, ""},
+          Runtime::now());
+      next = after(period);
+    } else {
+      const bool refused = diag.error().kind == slurm::ErrorKind::kUnauthorized;
+      set_condition(conditions,
+                    {"SlurmReachable", "False", refused ? "Unauthorized" : "Unreachable",
+                     diag.error().message, c.metadata.generation, ""},
+                    Runtime::now());
+      next = after(std::min(period, std::chrono::milliseconds(10000)));
+    }
+    if (reachable && c.spec.ha.enabled && !c.spec.external) {
+      // The client Service follows the slurmctld that answers as primary.
+      if (auto pings = client->ping()) {
+        const std::string active = pings->primary && pings->responding ? pings->hostname : "";
+        auto pods = runtime_.kube().list(kube::resources::pods(), ns,
+                                         {std::string(api::kLabelInstance) + "=" + c.metadata.name +
+                                              "," + std::string(api::kLabelName) + "=slurmctld",
+                                          "", 0, "", "", std::nullopt});
+        if (pods) {
+          for (const auto& pod : pods->items) {
+            const std::string name = pod["metadata"].value("name", "");
+            const bool is_active = !active.empty() && name == active;
+            (void)runtime_.kube().patch(
+                kube::resources::pods(), ns, name, kube::PatchType::kMerge,
+                {{"metadata",
+                  {{"labels",
+                    {{api::kLabelControllerActive, is_active ? json("true") : json(nullptr)}}}}}});
+          }
+        }
+      }
+    }
+  }
+
+  Readiness ready;
+  if (reachable) {
+    ready = {true, "SlurmctldResponding", "slurmctld answers through slurmrestd"};
+  } else if (!restapis.empty() && !jwt_key.empty()) {
+    const auto* condition = find_condition(conditions, "SlurmReachable");
+    ready = {false, "SlurmUnreachable", condition != nullptr ? condition->message : ""};
+  } else if (c.spec.external) {
+    ready = {true, "External",
+             "slurmctld runs outside Kubernetes at " + build::controller_conf_server(c)};
+  } else {
+    const json& sts = stored["StatefulSet/" + build::controller_statefulset_name(c)];
+    const int64_t want = c.spec.ha.enabled ? 1 + c.spec.ha.backups : 1;
+    const int64_t have = status_int(sts, "readyReplicas");
+    ready =
+        have >= 1
+            ? Readiness{true, "SlurmctldReady",
+                        std::to_string(have) + "/" + std::to_string(want) + " slurmctld pods ready"}
+            : Readiness{false, "SlurmctldNotReady",
+                        "0/" + std::to_string(want) + " slurmctld pods ready"};
+  }
+  return report(runtime_, type, c.metadata, before, conditions, ready, next);
+}
+
+// ---- RestApi.
+
+kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request) {
+  const auto doc = cache_.get(resources::restapis(), request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();
+  }
+  const kube::ResourceType& type = resources::restapis();
+  auto loaded = load(runtime_, type, *doc, &api::decode_restapi);
+  if (!loaded) {
+    return settled();
+  }
+  const api::RestApi& r = *loaded;
+  const std::string& ns = r.metadata.namespace_name;
+  const auto& before = r.status.conditions;
+  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, r.metadata, before, before, ready, std::move(next));
+  };
+  auto controller = controller_of(cache_, ns, r.spec.controller_ref.name);
+  if (!controller) {
+    // Watched: the Controller's creation brings this back.
+    return not_ready({false, "ControllerNotFound",
+                      "Controller " + ns + "/" + r.spec.controller_ref.name +
+                          " (spec.controllerRef) does not exist"},
+                     settled());
+  }
+  build::RestApiInputs in{*controller, "", ""};
+  if (!controller->spec.external) {
+    const SecretKey slurm_key = read_secret_key(runtime_, ns, controller->spec.slurm_key_ref,
+                                                "Controller spec.slurmKeyRef");
+    if (!slurm_key.problem.ready) {
+      return not_ready(slurm_key.problem, retry());
+    }
+    in.slurm_key_hash = key_hash(slurm_key.value);
+  }
+  auto config = runtime_.config_map_data(ns, build::controller_config_map_name(*controller));
+  if (!config) {
+    return not_ready({false, "ControllerConfigNotReady",
+                      "ConfigMap " + ns + "/" + build::controller_config_map_name(*controller) +
+                          " with slurm.conf is not there yet: " + config.error().message},
+                     retry());
+  }
+  in.config_hash = build::sha256_hex((*config)["slurm.conf"]);
+  std::map<std::string, json> stored;
+  if (auto applied = apply_all(runtime_, build::build_restapi_objects(r, in), &stored); !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  const json& deployment = stored["Deployment/" + build::restapi_name(r)];
+  const int64_t available = status_int(deployment, "availableReplicas");
+  const int64_t want = r.spec.replicas.value_or(1);
+  const Readiness ready =
+      available >= 1 || want == 0
+          ? Readiness{true, "SlurmrestdAvailable",
+                      std::to_string(available) + "/" + std::to_string(want) +
+                          " slurmrestd pods available"}
+          : Readiness{false, "SlurmrestdNotAvailable",
+                      "0/" + std::to_string(want) + " slurmrestd pods available"};
+  return report(runtime_, type, r.metadata, before, before, ready, settled());
+}
+
+// ---- Accounting.
+
+kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& request) {
+  const auto doc = cache_.get(resources::accountings(), request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();
+  }
+  const kube::ResourceType& type = resources::accountings();
+  auto loaded = load(runtime_, type, *doc, &api::decode_accounting);
+  if (!loaded) {
+    return settled();
+  }
+  const api::Accounting& a = *loaded;
+  const std::string& ns = a.metadata.namespace_name;
+  const auto& before = a.status.conditions;
+  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, a.metadata, before, before, ready, std::move(next));
+  };
+  if (a.spec.external) {
+    for (const auto& [t, name] :
+         {std::pair{&kube::resources::stateful_sets(), build::accounting_name(a)},
+          std::pair{&kube::resources::services(), build::accounting_name(a)},
+          std::pair{&kube::resources::secrets(), build::accounting_name(a)}}) {
+      if (auto removed = runtime_.remove_owned(*t, ns, name, a.metadata.uid); !removed) {
+        return not_ready({false, "PruneFailed", removed.error().message}, retry());
+      }
+    }
+    return not_ready({true, "External",
+                      "slurmdbd runs outside Kubernetes at " + a.spec.external_config.host + ":" +
+                          std::to_string(a.spec.external_config.port)},
+                     settled());
+  }
+  auto extra = slurm::parse_slurm_conf(a.spec.extra_conf, "extraConf");
+  if (!extra) {
+    return not_ready({false, "InvalidConfig", "spec.extraConf: " + extra.error().to_string()},
+                     settled());
+  }
+  slurm::OwnedConf owned;
+  for (const auto& key : build::owned_slurmdbd_conf_keys()) {
+    owned.keys.insert(key);
+  }
+  if (auto errors = slurm::validate_extra_conf(*extra, owned); !errors.empty()) {
+    std::string message;
+    for (const auto& e : errors) {
+      message += (message.empty() ? "spec.extraConf: " : "; ") + e.to_string();
+    }
+    return not_ready({false, "InvalidConfig", message}, settled());
+  }
+  build::AccountingInputs in;
+  const SecretKey slurm_key =
+      read_secret_key(runtime_, ns, a.spec.slurm_key_ref, "spec.slurmKeyRef");
+  if (!slurm_key.problem.ready) {
+    return not_ready(slurm_key.problem, retry());
+  }
+  in.slurm_key_hash = key_hash(slurm_key.value);
+  const SecretKey jwt = read_secret_key(runtime_, ns, *a.spec.jwt_key(), "spec.jwtKeyRef");
+  if (!jwt.problem.ready) {
+    return not_ready(jwt.problem, retry());
+  }
+  in.jwt_key_hash = key_hash(jwt.value);
+  const SecretKey password = read_secret_key(runtime_, ns, a.spec.storage_config.password_key_ref,
+                                             "spec.storageConfig.passwordKeyRef");
+  if (!password.problem.ready) {
+    return not_ready(password.problem, retry());
+  }
+  in.storage_password = password.value;
+  std::map<std::string, json> stored;
+  if (auto applied = apply_all(runtime_, build::build_accounting_objects(a, in), &stored);
+      !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  const int64_t ready_pods =
+      status_int(stored["StatefulSet/" + build::accounting_name(a)], "readyReplicas");
+  return not_ready(ready_pods >= 1
+                       ? Readiness{true, "SlurmdbdReady", "slurmdbd is ready"}
+                       : Readiness{false, "SlurmdbdNotReady", "slurmdbd is not ready (0/1 pods)"},
+                   settled());
+}
+
+// ---- LoginSet.
+
+kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& request) {
+  const auto doc = cache_.get(resources::loginsets(), request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();
+  }
+  const kube::ResourceType& type = resources::loginsets();
+  auto loaded = load(runtime_, type, *doc, &api::decode_loginset);
+  if (!loaded) {
+    return settled();
+  }
+  const api::LoginSet& l = *loaded;
+  const std::string& ns = l.metadata.namespace_name;
+  const auto& before = l.status.conditions;
+  const std::string selector = std::string(api::kLabelName) + "=login," +
+                               std::string(api::kLabelInstance) + "=" + l.metadata.name;
+  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next, int64_t replicas = 0) {
+    return report(runtime_, type, l.metadata, before, before, ready, std::move(next),
+                  {{"replicas", replicas}, {"selector", selector}});
+  };
+  auto controller = controller_of(cache_, ns, l.spec.controller_ref.name);
+  if (!controller) {
+    return not_ready({false, "ControllerNotFound",
+                      "Controller " + ns + "/" + l.spec.controller_ref.name +
+                          " (spec.controllerRef) does not exist"},
+                     settled());
+  }
+  build::LoginSetInputs in{*controller, {}, ""};
+  const SecretKey slurm_key =
+      read_secret_key(runtime_, ns, controller->spec.slurm_key_ref, "Controller spec.slurmKeyRef");
+  if (!slurm_key.problem.ready) {
+    return not_ready(slurm_key.problem, retry());
+  }
+  in.slurm_key_hash = key_hash(slurm_key.value);
+  const SecretKey sssd = read_secret_key(runtime_, ns, l.spec.sssd_conf_ref, "spec.sssdConfRef");
+  if (!sssd.problem.ready) {
+    return not_ready(sssd.problem, retry());
+  }
+  // Host keys are made once: a login node whose keys changed looks like an attack to users.
+  auto keys = runtime_.secret_data(ns, build::loginset_host_keys_name(l));
+  if (keys) {
+    in.host_keys = std::move(*keys);
+  } else if (keys.error().kind == kube::ErrorKind::kNotFound) {
+    in.host_keys = generate_ssh_host_keys();
+    log::info("loginset.host_keys_generated", {{"loginset", request.key()}});
+  } else {
+    return not_ready({false, "SecretUnreadable", keys.error().message}, retry());
+  }
+  std::map<std::string, json> stored;
+  if (auto applied = apply_all(runtime_, build::build_loginset_objects(l, in), &stored); !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  const json& deployment = stored["Deployment/" + build::loginset_name(l)];
+  const int64_t available = status_int(deployment, "availableReplicas");
+  const int64_t want = l.spec.replicas.value_or(1);
+  return not_ready(available >= 1 || want == 0
+                       ? Readiness{true, "LoginAvailable",
+                                   std::to_string(available) + "/" + std::to_string(want) +
+                                       " login pods available"}
+                       : Readiness{false, "LoginNotAvailable",
+                                   "0/" + std::to_string(want) + " login pods available"},
+                   settled(), status_int(deployment, "replicas"));
+}
+
+// ---- Token.
+
+kube::ReconcileOutcome TokenReconciler::reconcile(const kube::Request& request) {
+  const auto doc = cache_.get(resources::tokens(), request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();
+  }
+  const kube::ResourceType& type = resources::tokens();
+  auto loaded = load(runtime_, type, *doc, &api::decode_token);
+  if (!loaded) {
+    return settled();
+  }
+  const api::Token& t = *loaded;
+  const std::string& ns = t.metadata.namespace_name;
+  const auto& before = t.status.conditions;
+  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, t.metadata, before, before, ready, std::move(next));
+  };
+  const SecretKey key = read_secret_key(runtime_, ns, *t.spec.jwt_key(), "spec.jwtKeyRef");
+  if (!key.problem.ready) {
+    return not_ready(key.problem, retry());
+  }
+  const seconds lifetime = *api::parse_duration(t.spec.lifetime);
+  const bool refresh = t.spec.refresh.value_or(true);
+  const api::KeyRef& target = *t.spec.secret_ref;
+  const auto now = std::chrono::system_clock::now();
+
+  // The token in the Secret stays while it is ours, signed with today's key, for this user and
+  // lifetime, and (when refreshed) younger than 80 % of its life.
+  std::optional<slurm::VerifiedJwt> current;
+  bool immutable = false;
+  auto existing = runtime_.kube().get(kube::resources::secrets(), ns, target.name);
+  if (existing) {
+    bool ours = false;
+    for (const auto& ref :
+         existing->value("/metadata/ownerReferences"_json_pointer, json::array())) {
+      ours = ours || ref.value("uid", "") == t.metadata.uid;
+    }
+    if (!ours) {
+      return not_ready({false, "SecretConflict",
+                        "Secret " + ns + "/" + target.name +
+                            " (spec.secretRef) exists and belongs to someone else"},
+                       settled());
+    }
+    immutable = existing->value("immutable", false);
+    auto data = runtime_.secret_data(ns, target.name);
+    if (data && data->count(target.key) != 0) {
+      current = slurm::verify_jwt(key.value, (*data)[target.key]);
+    }
+  } else if (existing.error().kind != kube::ErrorKind::kNotFound) {
+    return not_ready({false, "SecretUnreadable", existing.error().message}, retry());
+  }
+  const bool valid = current && current->user == t.spec.username &&
+                     current->expires_at - current->issued_at == lifetime &&
+                     (!refresh || now < build::token_refresh_at(current->issued_at, lifetime));
+  if (!valid) {
+    if (existing && (immutable || !refresh)) {
+      // An immutable Secret cannot be updated: replace it.
+      if (auto removed =
+              runtime_.remove_owned(kube::resources::secrets(), ns, target.name, t.metadata.uid);
+          !removed) {
+        return not_ready({false, "ApplyFailed", removed.error().message}, retry());
+      }
+    }
+    const auto issued = std::chrono::time_point_cast<seconds>(now);
+    const std::string jwt =
+        slurm::mint_jwt(key.value, {t.spec.username, issued, lifetime, "slurm-operator", ""});
+    if (auto applied = runtime_.apply(build::build_token_secret(t, jwt, issued, issued + lifetime));
+        !applied) {
+      return not_ready({false, "ApplyFailed", applied.error().message}, retry());
+    }
+    current = slurm::VerifiedJwt{t.spec.username, issued, issued + lifetime};
+    log::info("token.issued", {{"token", request.key()},
+                               {"user", t.spec.username},
+                               {"expires", kube::format_time(issued + lifetime)}});
+  }
+  const Readiness ready{true, "Issued",
+                        "JWT for Slurm user " + t.spec.username + " in Secret " + target.name +
+                            ", expires " + kube::format_time(current->expires_at)};
+  kube::ReconcileOutcome next = settled();
+  if (refresh) {
+    const auto wait = build::token_refresh_at(current->issued_at, lifetime) - now;
+    next = after(std::max(std::chrono::milliseconds(1000),
+                          std::chrono::duration_cast<std::chrono::milliseconds>(wait)));
+  }
+  return report(runtime_, type, t.metadata, before, before, ready, next,
+                {{"issuedAt", kube::format_time(current->issued_at)}});
+}
+
+}  // namespace tightrope::op

@@ -1,0 +1,23 @@
+// The Kubernetes resource types the operator reads and writes: Slinky's six kinds (their plurals
+// are fixed by the CRDs in deploy/crds, so no discovery is needed) and ServiceMonitor.
+#pragma once
+
+#include <string>
+
+#include "kube/resource.hpp"
+
+namespace tightrope::op::resources {
+
+const kube::ResourceType& controllers();
+const kube::ResourceType& nodesets();
+const kube::ResourceType& loginsets();
+const kube::ResourceType& restapis();
+const kube::ResourceType& accountings();
+const kube::ResourceType& tokens();
+const kube::ResourceType& service_monitors();  // monitoring.coreos.com/v1
+
+// The type of an object the operator builds, from its apiVersion and kind; nullptr for a kind
+// it never writes.
+const kube::ResourceType* for_object(const std::string& api_version, const std::string& kind);
+
+}  // namespace tightrope::op::resources

@@ -1,0 +1,95 @@
+// What every reconciler of the operator shares: the Kubernetes client and event recorder, the
+// Slurm clients, the options, and the few ways it writes to Kubernetes — server-side apply as
+// one field manager, deletion of what it owns, reading a Secret's keys, and status with
+// conditions and an Event when readiness changes.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/types.hpp"
+#include "kube/client.hpp"
+#include "kube/events.hpp"
+#include "operator/slurm_clients.hpp"
+
+namespace tightrope::op {
+
+struct OperatorOptions {
+  std::vector<std::string> namespaces;  // empty: every namespace
+  // Where the operator reaches a RestApi's slurmrestd: {service} and {namespace} are replaced.
+  // Outside the cluster (or in tests) a fixed URL.
+  std::string slurmrestd_url = "http://{service}.{namespace}:6820";
+  std::map<std::string, int> workers;  // per controller name; 1 when unset
+  // How often a Controller asks Slurm whether it answers (status only; changes are events).
+  std::chrono::seconds slurm_check_period{30};
+  // The longest wait between retries of a failing reconcile.
+  std::chrono::seconds max_retry_delay{60};
+};
+
+// The readiness a reconcile found: Ready's status, reason and message.
+struct Readiness {
+  bool ready = false;
+  std::string reason;
+  std::string message;
+};
+
+class Runtime {
+ public:
+  Runtime(kube::Client& kube, kube::EventRecorder& events, SlurmClients& slurm,
+          OperatorOptions options);
+
+  kube::Client& kube() { return kube_; }
+  kube::EventRecorder& events() { return events_; }
+  SlurmClients& slurm() { return slurm_; }
+  const OperatorOptions& options() const { return options_; }
+
+  // Server-side apply (force) as "slurm-operator". A Secret's stringData is sent as data, so
+  // the applied fields are the stored ones. Returns the object as stored.
+  kube::Result<nlohmann::json> apply(const nlohmann::json& object);
+  // Deletes the object if its controlling owner has `owner_uid`; absent is success.
+  kube::Result<Done> remove_owned(const kube::ResourceType& type, const std::string& ns,
+                                  const std::string& name, const std::string& owner_uid);
+  // A Secret's or ConfigMap's data (Secret values decoded); kNotFound when absent.
+  kube::Result<std::map<std::string, std::string>> secret_data(const std::string& ns,
+                                                               const std::string& name);
+  kube::Result<std::map<std::string, std::string>> config_map_data(const std::string& ns,
+                                                                   const std::string& name);
+  // Whether the API server serves `kind` in `api_version` (a CRD that may not be installed).
+  bool serves(const std::string& api_version, const std::string& kind);
+
+  // The URL of a RestApi's slurmrestd from the options' template.
+  std::string slurmrestd_url(const std::string& service, const std::string& ns) const;
+
+  // Sets Ready (and `conditions`, already set by the caller) on the object's status with
+  // observedGeneration, writes status through the status subresource when anything changed,
+  // and records an Event when Ready's status or reason changed.
+  kube::Result<Done> publish(const kube::ResourceType& type, const api::ObjectMeta& meta,
+                             const std::vector<api::Condition>& before,
+                             std::vector<api::Condition> conditions, const Readiness& ready,
+                             nlohmann::json extra_status = nlohmann::json::object());
+
+  static std::string now();
+
+ private:
+  kube::Client& kube_;
+  kube::EventRecorder& events_;
+  SlurmClients& slurm_;
+  OperatorOptions options_;
+  std::mutex serves_mu_;
+  std::map<std::string, std::pair<bool, std::chrono::steady_clock::time_point>> serves_;
+};
+
+// A missing Secret or key, as a Readiness ("SecretNotFound: Secret slurm/x (spec.slurmKeyRef)
+// does not exist"), or the key's value.
+struct SecretKey {
+  std::string value;
+  Readiness problem;  // ready == true when there is none
+};
+SecretKey read_secret_key(Runtime& runtime, const std::string& ns, const api::KeyRef& ref,
+                          const std::string& field);
+
+}  // namespace tightrope::op
