@@ -60,8 +60,12 @@ json build_restapi_deployment(const api::RestApi& r, const RestApiInputs& in) {
                    key_items(in.controller.spec.slurm_key_ref, "slurm.key")});
   const json base = {
       {"automountServiceAccountToken", false},
+      // fsGroup: the projected files are root's and 0600; the group gets read access to them.
       {"securityContext",
-       {{"runAsNonRoot", true}, {"runAsUser", kNobodyUid}, {"runAsGroup", kNobodyUid}}},
+       {{"runAsNonRoot", true},
+        {"runAsUser", kNobodyUid},
+        {"runAsGroup", kNobodyUid},
+        {"fsGroup", kNobodyUid}}},
       {"containers", json::array({container})},
       {"volumes", json::array({{{"name", "slurm-etc"},
                                 {"projected", {{"defaultMode", 0600}, {"sources", sources}}}}})}};
@@ -181,6 +185,15 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
       {"volumeMounts", json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
                                     {{"name", "run"}, {"mountPath", "/run/slurmdbd"}}})}};
   container = merge_over(container, a.spec.slurmdbd);
+  // slurmdbd refuses a slurmdbd.conf that is not mode 0600 and owned by SlurmUser, and a Secret
+  // volume's files are root's (group-readable under fsGroup): copy them, as slurm, into memory.
+  const json initconf = {
+      {"name", "initconf"},
+      {"image", container.value("image", slurm_image("slurmdbd"))},
+      {"command",
+       json::array({"sh", "-c", "cp /mnt/slurm/* /etc/slurm/ && chmod 600 /etc/slurm/*"})},
+      {"volumeMounts", json::array({{{"name", "slurm-config"}, {"mountPath", "/mnt/slurm"}},
+                                    {{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}}})}};
   const json base = {
       {"automountServiceAccountToken", false},
       {"securityContext",
@@ -188,9 +201,11 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
         {"runAsUser", kSlurmUid},
         {"runAsGroup", kSlurmUid},
         {"fsGroup", kSlurmUid}}},
+      {"initContainers", json::array({initconf})},
       {"containers", json::array({container})},
-      {"volumes", json::array({{{"name", "slurm-etc"},
+      {"volumes", json::array({{{"name", "slurm-config"},
                                 {"projected", {{"defaultMode", 0600}, {"sources", sources}}}},
+                               {{"name", "slurm-etc"}, {"emptyDir", {{"medium", "Memory"}}}},
                                {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}}})}};
   const json annotations = {
       {api::kAnnotationSlurmdbdConfigHash, sha256_hex(build_slurmdbd_conf(a, in))},

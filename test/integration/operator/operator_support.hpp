@@ -1,0 +1,58 @@
+// What the operator's integration tests share: the real slurm-operator binary run as a child
+// process against the bed (started, stopped, killed, its log kept for failures), the CRDs
+// installed from deploy/crds, and YAML manifests read as JSON.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kube/client.hpp"
+
+namespace tightrope::op::testing {
+
+// Every document of a YAML file (or text) as JSON.
+std::vector<nlohmann::json> read_yaml_file(const std::filesystem::path& path);
+std::vector<nlohmann::json> read_yaml(const std::string& text);
+std::filesystem::path source_dir();
+
+// Applies deploy/crds/*.yaml and waits (bounded) until each is Established.
+void install_crds(kube::Client& client);
+
+// slurm-operator watching one namespace, health and metrics on free loopback ports, reaching
+// slurmrestd at the bed's URL.
+class OperatorProcess {
+ public:
+  explicit OperatorProcess(std::string namespace_name, std::vector<std::string> extra_args = {});
+  ~OperatorProcess();
+  OperatorProcess(const OperatorProcess&) = delete;
+  OperatorProcess& operator=(const OperatorProcess&) = delete;
+
+  void start();
+  // SIGTERM and wait (bounded); returns the exit status.
+  int stop();
+  // SIGKILL: no chance to clean up.
+  void kill_hard();
+  bool running() const;
+  std::string log() const;
+  int health_port() const { return health_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+ private:
+  std::string namespace_name_;
+  std::vector<std::string> extra_args_;
+  std::filesystem::path log_file_;
+  pid_t pid_ = -1;
+  int health_port_ = 0;
+  int metrics_port_ = 0;
+};
+
+int free_port();
+// HTTP GET on 127.0.0.1; the status (0 when nothing answered) and body.
+std::pair<long, std::string> http_get(const std::string& url,
+                                      const std::vector<std::string>& headers = {});
+
+}  // namespace tightrope::op::testing

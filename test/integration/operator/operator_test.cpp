@@ -1,0 +1,595 @@
+// The slurm-operator binary against the bed: a whole cluster (Controller, RestApi, Accounting,
+// LoginSet, Token) becomes its Kubernetes objects; edits reach them; deletion garbage-collects
+// them; a restart converges without duplicates; the bed's real Slurm answers the operator's
+// minted JWT and the Token's; the Accounting's slurmdbd.conf runs a real slurmdbd on the bed's
+// MariaDB; bad input is refused or reported, never crashes anything.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <set>
+
+#include "../kube/kube_support.hpp"
+#include "kube/base64.hpp"
+#include "operator/resources.hpp"
+#include "operator_support.hpp"
+#include "slurm/token.hpp"
+#include "testbed.hpp"
+
+namespace tightrope::op {
+namespace {
+
+using kube::testing::eventually;
+using kube::testing::field;
+using nlohmann::json;
+using testing::OperatorProcess;
+using ::tightrope::testing::TestBed;
+
+constexpr auto kConverge = std::chrono::seconds(30);
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class OperatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = kube::testing::make_client();
+    testing::install_crds(*client_);
+    ns_ = kube::testing::fresh_namespace(*client_);
+  }
+
+  void TearDown() override {
+    if (HasFailure() && op_) {
+      std::cerr << "---- slurm-operator log\n" << op_->log() << "----\n";
+    }
+    op_.reset();
+  }
+
+  void start_operator() {
+    op_ = std::make_unique<OperatorProcess>(ns_);
+    op_->start();
+  }
+
+  void create(const kube::ResourceType& type, json object) {
+    object["metadata"]["namespace"] = ns_;
+    auto created = client_->create(type, ns_, object);
+    ASSERT_TRUE(created) << created.error().message;
+  }
+
+  void secret(const std::string& name, const std::string& key, const std::string& value) {
+    create(kube::resources::secrets(), {{"apiVersion", "v1"},
+                                        {"kind", "Secret"},
+                                        {"metadata", {{"name", name}}},
+                                        {"data", {{key, kube::encode_base64(value)}}}});
+  }
+
+  void config_map(const std::string& name, const json& data) {
+    create(kube::resources::config_maps(), {{"apiVersion", "v1"},
+                                            {"kind", "ConfigMap"},
+                                            {"metadata", {{"name", name}}},
+                                            {"data", data}});
+  }
+
+  // The bed's keys, so that the bed's Slurm accepts what the operator signs.
+  void key_secrets() {
+    secret("slurm-auth-slurm", "slurm.key", read_file(TestBed::var("SLURM_KEY")));
+    secret("slurm-auth-jwths256", "jwt_hs256.key", read_file(TestBed::var("SLURM_JWT_KEY")));
+    secret("mariadb-password", "password", "slurmpw");
+    secret("slurm-sssd-conf", "sssd.conf", "[sssd]\nservices = nss, pam\n");
+  }
+
+  json sample(const std::string& file) {
+    json doc = testing::read_yaml_file(testing::source_dir() / "deploy/samples" / file).front();
+    doc["metadata"]["namespace"] = ns_;
+    return doc;
+  }
+
+  // Controller "slurm" from the sample, with ConfigMaps the sample names.
+  void apply_cluster() {
+    key_secrets();
+    config_map("slurm-config-cgroup", {{"cgroup.conf", "CgroupPlugin=cgroup/v2\n"}});
+    config_map("slurm-config-gres", {{"gres.conf", "AutoDetect=nvidia\n"}});
+    config_map("slurm-prolog-gpu-health", {{"gpu-health.sh", "#!/bin/sh\nexit 0\n"}});
+    config_map("slurm-epilog-cleanup", {{"cleanup.sh", "#!/bin/sh\nexit 0\n"}});
+    create(resources::controllers(), sample("controller.yaml"));
+    create(resources::restapis(), sample("restapi.yaml"));
+    json accounting = sample("accounting.yaml");
+    accounting["spec"]["storageConfig"]["host"] = "127.0.0.1";
+    accounting["spec"]["storageConfig"]["port"] = std::stoi(TestBed::var("MARIADB_PORT"));
+    create(resources::accountings(), accounting);
+    create(resources::loginsets(), sample("loginset.yaml"));
+    create(resources::tokens(), sample("token.yaml"));
+  }
+
+  std::optional<json> get(const kube::ResourceType& type, const std::string& name) {
+    auto got = client_->get(type, ns_, name);
+    return got ? std::optional<json>(*got) : std::nullopt;
+  }
+
+  // Ready's reason of a resource ("" while it has none).
+  std::string ready_reason(const kube::ResourceType& type, const std::string& name,
+                           const std::string& condition = "Ready") {
+    auto doc = get(type, name);
+    if (!doc) {
+      return "";
+    }
+    for (const auto& c : doc->value("/status/conditions"_json_pointer, json::array())) {
+      if (c.value("type", "") == condition) {
+        return c.value("status", "") + "/" + c.value("reason", "");
+      }
+    }
+    return "";
+  }
+
+  std::string slurm_conf() {
+    auto cm = get(kube::resources::config_maps(), "slurm-config");
+    return cm ? field<std::string>(*cm, "/data/slurm.conf", "") : "";
+  }
+
+  std::string config_hash() {
+    auto sts = get(kube::resources::stateful_sets(), "slurm-controller");
+    return sts ? field<std::string>(*sts,
+                                    "/spec/template/metadata/annotations/"
+                                    "slinky.slurm.net~1slurm-config-hash",
+                                    "")
+               : "";
+  }
+
+  std::unique_ptr<kube::Client> client_;
+  std::string ns_;
+  std::unique_ptr<OperatorProcess> op_;
+};
+
+TEST_F(OperatorTest, AFullClusterBecomesItsObjects) {
+  apply_cluster();
+  start_operator();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+
+  const std::string conf = slurm_conf();
+  EXPECT_NE(conf.find("ClusterName=slurm\n"), std::string::npos) << conf;
+  EXPECT_NE(conf.find("AccountingStorageHost=slurm-accounting." + ns_), std::string::npos);
+  EXPECT_NE(conf.find("Prolog=/etc/slurm/gpu-health.sh"), std::string::npos);
+  EXPECT_NE(conf.find("MetricsType=metrics/openmetrics"), std::string::npos);
+  // cgroup.conf comes from the user's ConfigMap, so the operator writes none.
+  auto cm = get(kube::resources::config_maps(), "slurm-config");
+  ASSERT_TRUE(cm);
+  EXPECT_FALSE(cm->contains("/data/cgroup.conf"_json_pointer));
+
+  auto sts = get(kube::resources::stateful_sets(), "slurm-controller");
+  ASSERT_TRUE(sts);
+  EXPECT_EQ(field<int64_t>(*sts, "/spec/replicas", 0), 1);
+  EXPECT_EQ(field<std::string>(*sts, "/spec/serviceName", ""), "slurm-controller-internal");
+  const json& pod = (*sts)["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["containers"][0]["name"], "slurmctld");
+  EXPECT_EQ(pod["containers"][0]["resources"]["requests"]["cpu"], "2");  // the user's
+  EXPECT_EQ(pod["priorityClassName"], "slurm-control-plane");
+  EXPECT_EQ((*sts)["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"], "standard-rwo");
+  const json owner = (*sts)["metadata"]["ownerReferences"][0];
+  EXPECT_EQ(owner["kind"], "Controller");
+  EXPECT_TRUE(owner["controller"].get<bool>());
+
+  for (const char* name : {"slurm-controller", "slurm-controller-internal", "slurm-restapi",
+                           "slurm-accounting", "slurm-login"}) {
+    EXPECT_TRUE(
+        eventually([&] { return get(kube::resources::services(), name).has_value(); }, kConverge))
+        << name;
+  }
+  EXPECT_TRUE(eventually(
+      [&] { return get(kube::resources::deployments(), "slurm-restapi").has_value(); }, kConverge));
+  auto restapi = get(kube::resources::deployments(), "slurm-restapi");
+  ASSERT_TRUE(restapi);
+  EXPECT_EQ((*restapi)["spec"]["template"]["spec"]["containers"][0]["args"][1],
+            "openapi/slurmctld,openapi/slurmdbd");
+  EXPECT_TRUE(eventually(
+      [&] { return get(kube::resources::stateful_sets(), "slurm-accounting").has_value(); },
+      kConverge));
+  EXPECT_TRUE(eventually(
+      [&] { return get(kube::resources::deployments(), "slurm-login").has_value(); }, kConverge));
+  auto keys = get(kube::resources::secrets(), "slurm-login-ssh-host-keys");
+  ASSERT_TRUE(keys);
+  EXPECT_EQ((*keys)["data"].size(), 3U);
+  EXPECT_TRUE(keys->value("immutable", false));
+  EXPECT_TRUE(eventually(
+      [&] { return get(kube::resources::secrets(), "slurm-token-slurm").has_value(); }, kConverge));
+  EXPECT_TRUE(
+      eventually([&] { return ready_reason(resources::tokens(), "slurm-token") == "True/Issued"; },
+                 kConverge));
+  // No kubelet in the bed: workloads never become available, and the reasons say so.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ready_reason(resources::restapis(), "slurm") == "False/SlurmrestdNotAvailable";
+      },
+      kConverge));
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::accountings(), "slurm") == "False/SlurmdbdNotReady"; },
+      kConverge));
+}
+
+TEST_F(OperatorTest, TheOperatorsJwtAndTheTokensJwtAreAcceptedBySlurm) {
+  apply_cluster();
+  start_operator();
+  // diag needs a token slurmctld accepts: Responding means the minted JWT works.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ready_reason(resources::controllers(), "slurm", "SlurmReachable") ==
+               "True/Responding";
+      },
+      kConverge));
+  EXPECT_EQ(ready_reason(resources::controllers(), "slurm"), "True/SlurmctldResponding");
+
+  ASSERT_TRUE(eventually(
+      [&] { return get(kube::resources::secrets(), "slurm-token-slurm").has_value(); }, kConverge));
+  auto token_secret = get(kube::resources::secrets(), "slurm-token-slurm");
+  auto jwt = kube::decode_base64(field<std::string>(*token_secret, "/data/SLURM_JWT", ""));
+  ASSERT_TRUE(jwt);
+  const auto claims = slurm::verify_jwt(read_file(TestBed::var("SLURM_JWT_KEY")), *jwt);
+  ASSERT_TRUE(claims);
+  EXPECT_EQ(claims->user, "slurm");
+  EXPECT_EQ(claims->expires_at - claims->issued_at, std::chrono::hours(1));  // lifetime: 1h
+  const auto [status, body] = testing::http_get(
+      TestBed::var("SLURMRESTD_URL") + "/slurm/v0.0.44/diag", {"X-SLURM-USER-TOKEN: " + *jwt});
+  EXPECT_EQ(status, 200) << body;
+  const auto [bad, bad_body] =
+      testing::http_get(TestBed::var("SLURMRESTD_URL") + "/slurm/v0.0.44/diag",
+                        {"X-SLURM-USER-TOKEN: " + *jwt + "x"});
+  EXPECT_NE(bad, 200);
+}
+
+TEST_F(OperatorTest, EditsReachTheObjectsAndAConfigChangeRollsSlurmctld) {
+  apply_cluster();
+  start_operator();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+  const std::string first = config_hash();
+
+  ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"extraConf", "SchedulerType=sched/backfill\n"}}}}));
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("SchedulerType=sched/backfill") != std::string::npos; },
+      kConverge));
+  EXPECT_TRUE(eventually([&] { return config_hash() != first; }, kConverge));
+
+  // A NodeSet adds its NodeSet and partition lines.
+  json nodeset = sample("nodeset.yaml");
+  create(resources::nodesets(), nodeset);
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("NodeSet=gpu Feature=gpu") != std::string::npos; }, kConverge))
+      << slurm_conf();
+  EXPECT_NE(slurm_conf().find("PartitionName=gpu Nodes=gpu"), std::string::npos);
+
+  // A referenced ConfigMap's data is part of the hash too.
+  const std::string second = config_hash();
+  ASSERT_TRUE(client_->patch(kube::resources::config_maps(), ns_, "slurm-config-gres",
+                             kube::PatchType::kMerge, {{"data", {{"gres.conf", "Name=gpu\n"}}}}));
+  EXPECT_TRUE(eventually([&] { return config_hash() != second; }, kConverge));
+
+  ASSERT_TRUE(client_->patch(resources::restapis(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"replicas", 3}}}}));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto d = get(kube::resources::deployments(), "slurm-restapi");
+        return d && field<int64_t>(*d, "/spec/replicas", 0) == 3;
+      },
+      kConverge));
+
+  // An owned object deleted by hand comes back.
+  ASSERT_TRUE(client_->remove(kube::resources::services(), ns_, "slurm-controller"));
+  EXPECT_TRUE(eventually(
+      [&] { return get(kube::resources::services(), "slurm-controller").has_value(); }, kConverge));
+}
+
+TEST_F(OperatorTest, DeletingTheResourcesGarbageCollectsWhatTheyOwn) {
+  apply_cluster();
+  start_operator();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+  ASSERT_TRUE(eventually(
+      [&] { return get(kube::resources::deployments(), "slurm-login").has_value(); }, kConverge));
+  for (const auto* type : {&resources::controllers(), &resources::loginsets()}) {
+    ASSERT_TRUE(
+        client_->remove(*type, ns_, type == &resources::controllers() ? "slurm" : "slurm-login"));
+  }
+  // kube-controller-manager's garbage collector follows the owner references.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return !get(kube::resources::stateful_sets(), "slurm-controller") &&
+               !get(kube::resources::config_maps(), "slurm-config") &&
+               !get(kube::resources::services(), "slurm-controller") &&
+               !get(kube::resources::deployments(), "slurm-login") &&
+               !get(kube::resources::secrets(), "slurm-login-ssh-host-keys");
+      },
+      std::chrono::seconds(90)));
+  // What other resources own stays.
+  EXPECT_TRUE(get(kube::resources::stateful_sets(), "slurm-accounting").has_value());
+  EXPECT_TRUE(get(kube::resources::secrets(), "slurm-auth-slurm").has_value());
+  // And the RestApi whose Controller is gone says so.
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::restapis(), "slurm") == "False/ControllerNotFound"; },
+      kConverge));
+}
+
+TEST_F(OperatorTest, AnOperatorKilledMidwayConvergesWithoutDuplicatesAfterARestart) {
+  apply_cluster();
+  start_operator();
+  // Killed as soon as it started writing.
+  ASSERT_TRUE(eventually(
+      [&] { return get(kube::resources::config_maps(), "slurm-config").has_value(); }, kConverge));
+  op_->kill_hard();
+  start_operator();
+  ASSERT_TRUE(eventually(
+      [&] {
+        return get(kube::resources::secrets(), "slurm-login-ssh-host-keys").has_value() &&
+               get(kube::resources::secrets(), "slurm-token-slurm").has_value() &&
+               ready_reason(resources::tokens(), "slurm-token") == "True/Issued";
+      },
+      kConverge));
+  const auto keys = get(kube::resources::secrets(), "slurm-login-ssh-host-keys");
+  const auto token = get(kube::resources::secrets(), "slurm-token-slurm");
+  // Once more, cleanly this time: nothing is made again.
+  EXPECT_EQ(op_->stop(), 0);
+  start_operator();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(get(kube::resources::secrets(), "slurm-login-ssh-host-keys")->at("data"),
+            keys->at("data"));
+  EXPECT_EQ(get(kube::resources::secrets(), "slurm-token-slurm")->at("data"), token->at("data"));
+  // One of each: names are fixed, and nothing the operator labels is left over.
+  for (const auto* type : {&kube::resources::stateful_sets(), &kube::resources::deployments(),
+                           &kube::resources::services(), &kube::resources::config_maps()}) {
+    kube::ListOptions managed;
+    managed.label_selector = "app.kubernetes.io/managed-by=slurm-operator";
+    auto list = client_->list(*type, ns_, managed);
+    ASSERT_TRUE(list);
+    std::set<std::string> names;
+    for (const auto& item : list->items) {
+      EXPECT_TRUE(names.insert(item["metadata"]["name"].get<std::string>()).second);
+    }
+  }
+  auto deployments = client_->list(kube::resources::deployments(), ns_);
+  EXPECT_EQ(deployments->items.size(), 2U);  // slurm-restapi and slurm-login
+}
+
+TEST_F(OperatorTest, AMissingSecretIsAConditionAndAnEventAndTheClusterFollowsWhenItAppears) {
+  start_operator();
+  create(resources::controllers(), sample("controller.yaml"));
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::controllers(), "slurm") == "False/ConfigMapNotFound"; },
+      kConverge));
+  config_map("slurm-config-cgroup", {{"cgroup.conf", "CgroupPlugin=cgroup/v2\n"}});
+  config_map("slurm-config-gres", {{"gres.conf", "AutoDetect=nvidia\n"}});
+  config_map("slurm-prolog-gpu-health", {{"gpu-health.sh", "#!/bin/sh\n"}});
+  config_map("slurm-epilog-cleanup", {{"cleanup.sh", "#!/bin/sh\n"}});
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::controllers(), "slurm") == "False/SecretNotFound"; },
+      kConverge));
+  auto controller = get(resources::controllers(), "slurm");
+  std::string message;
+  for (const auto& c : (*controller)["status"]["conditions"]) {
+    if (c["type"] == "Ready") {
+      message = c["message"];
+    }
+  }
+  EXPECT_NE(message.find("slurm-auth-slurm"), std::string::npos) << message;
+  EXPECT_NE(message.find("spec.slurmKeyRef"), std::string::npos) << message;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto events = client_->list(kube::resources::events(), ns_);
+        for (const auto& e : events ? events->items : json::array()) {
+          if (e.value("reason", "") == "SecretNotFound" && e.value("type", "") == "Warning") {
+            return true;
+          }
+        }
+        return false;
+      },
+      kConverge));
+  // Still running, not crash-looping; the retry is bounded and the Secret's arrival is watched.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(op_->running());
+  EXPECT_EQ(testing::http_get("http://127.0.0.1:" + std::to_string(op_->health_port()) + "/healthz")
+                .first,
+            200);
+  key_secrets();
+  EXPECT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+  const auto [status, metrics] =
+      testing::http_get("http://127.0.0.1:" + std::to_string(op_->metrics_port()) + "/metrics");
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(metrics.find("controller_runtime_reconcile_total{controller=\"controller\""),
+            std::string::npos);
+}
+
+TEST_F(OperatorTest, InvalidResourcesAreRefusedWithTheFieldAndTheReason) {
+  json controller = sample("controller.yaml");
+  controller["spec"].erase("slurmKeyRef");
+  auto refused = client_->create(resources::controllers(), ns_, controller);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, kube::ErrorKind::kInvalid);
+  EXPECT_NE(refused.error().message.find("slurmKeyRef"), std::string::npos)
+      << refused.error().message;
+
+  json nodeset = sample("nodeset.yaml");
+  nodeset["spec"]["replicas"] = "many";
+  refused = client_->create(resources::nodesets(), ns_, nodeset);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("spec.replicas"), std::string::npos)
+      << refused.error().message;
+
+  json token = sample("token.yaml");
+  token["spec"].erase("username");
+  refused = client_->create(resources::tokens(), ns_, token);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("spec.username"), std::string::npos)
+      << refused.error().message;
+
+  // Immutable once set.
+  create(resources::controllers(), sample("controller.yaml"));
+  auto changed = client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                                {{"spec", {{"clusterName", "other"}}}});
+  ASSERT_FALSE(changed);
+  EXPECT_NE(changed.error().message.find("clusterName"), std::string::npos)
+      << changed.error().message;
+}
+
+TEST_F(OperatorTest, AnExtraConfThatSetsWhatTheOperatorOwnsIsReportedWithItsLine) {
+  key_secrets();
+  json controller = sample("controller.yaml");
+  controller["spec"].erase("configFileRefs");
+  controller["spec"].erase("prologScriptRefs");
+  controller["spec"].erase("epilogScriptRefs");
+  controller["spec"]["extraConf"] = "SelectType=select/cons_tres\nClusterName=other\n";
+  create(resources::controllers(), controller);
+  start_operator();
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::controllers(), "slurm") == "False/InvalidConfig"; },
+      kConverge));
+  auto doc = get(resources::controllers(), "slurm");
+  const std::string text = doc->dump();
+  EXPECT_NE(text.find("extraConf line 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("ClusterName"), std::string::npos);
+  EXPECT_FALSE(get(kube::resources::stateful_sets(), "slurm-controller").has_value());
+}
+
+// Runs a command in the bed's Slurm root and returns its output (stdout and stderr).
+std::string in_bed(const std::string& command, int* status = nullptr) {
+  const std::string line = (testing::source_dir() / "scripts/testbed").string() + " --name " +
+                           TestBed::var("TESTBED_NAME") + " slurm " + command + " 2>&1";
+  std::string out;
+  FILE* pipe = ::popen(line.c_str(), "r");
+  std::array<char, 4096> buf{};
+  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
+    out += buf.data();
+  }
+  const int rc = pipe == nullptr ? -1 : ::pclose(pipe);
+  if (status != nullptr) {
+    *status = rc;
+  }
+  return out;
+}
+
+bool port_open(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool open = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return open;
+}
+
+TEST_F(OperatorTest, TheAccountingsSlurmdbdConfRunsARealSlurmdbdOnTheBedsMariaDb) {
+  // A database of its own on the bed's MariaDB, for the user the Accounting names.
+  int status = 0;
+  const std::string db = "tightrope_acct";
+  in_bed("mariadb --socket=/bed/run/mysqld/mysqld.sock -e \"CREATE DATABASE IF NOT EXISTS " + db +
+             "; GRANT ALL ON " + db + ".* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;\"",
+         &status);
+  ASSERT_EQ(status, 0);
+  ASSERT_FALSE(port_open(6819)) << "something already listens on slurmdbd's port 6819";
+  key_secrets();
+  json accounting = sample("accounting.yaml");
+  accounting["spec"]["storageConfig"]["host"] = "127.0.0.1";
+  accounting["spec"]["storageConfig"]["port"] = std::stoi(TestBed::var("MARIADB_PORT"));
+  accounting["spec"]["storageConfig"]["database"] = db;
+  // Only loopback, as everything in the bed.
+  accounting["spec"]["extraConf"] = "CommunicationParameters=NoInAddrAny\n";
+  create(resources::accountings(), accounting);
+  start_operator();
+  ASSERT_TRUE(eventually(
+      [&] { return get(kube::resources::secrets(), "slurm-accounting").has_value(); }, kConverge));
+  auto secret = get(kube::resources::secrets(), "slurm-accounting");
+  auto conf = kube::decode_base64(field<std::string>(*secret, "/data/slurmdbd.conf", ""));
+  ASSERT_TRUE(conf);
+  EXPECT_NE(conf->find("StoragePass=slurmpw"), std::string::npos);
+
+  // The files as the pod would mount them, next to a slurm.conf for sacctmgr.
+  const std::string dir_in_root = "/bed/jobs/acct-" + ns_;
+  const auto dir =
+      std::filesystem::path(TestBed::var("TESTBED_DIR")) / "var/jobs" / ("acct-" + ns_);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "slurmdbd.conf") << *conf;
+  std::ofstream(dir / "slurm.conf") << "ClusterName=slurm\nSlurmctldHost=localhost\n"
+                                       "AuthType=auth/slurm\nCredType=cred/slurm\n"
+                                       "AccountingStorageType=accounting_storage/slurmdbd\n"
+                                       "AccountingStorageHost=localhost\n"
+                                       "AccountingStoragePort=6819\n";
+  // The keys too: the pod's /etc/slurm projects them from the Secrets the Accounting names.
+  std::ofstream(dir / "slurm.key", std::ios::binary) << read_file(TestBed::var("SLURM_KEY"));
+  std::ofstream(dir / "jwt.key", std::ios::binary) << read_file(TestBed::var("SLURM_JWT_KEY"));
+  for (const char* file : {"slurmdbd.conf", "slurm.key", "jwt.key"}) {
+    in_bed("chown slurm:slurm " + dir_in_root + "/" + file);
+    in_bed("chmod 600 " + dir_in_root + "/" + file);
+  }
+
+  // slurmdbd insists on running on DbdHost: a UTS namespace gives it the pod's host name, and
+  // the name resolves to loopback as a pod's own name resolves to its IP (the kubelet's
+  // /etc/hosts), so NoInAddrAny binds 127.0.0.1 only.
+  const auto hosts = std::filesystem::path(TestBed::var("SLURM_ROOT")) / "etc/hosts";
+  const std::string hosts_before = read_file(hosts.string());
+  std::ofstream(hosts, std::ios::app) << "127.0.0.1 slurm-accounting-0\n";
+  struct RestoreHosts {
+    std::filesystem::path path;
+    std::string text;
+    ~RestoreHosts() { std::ofstream(path) << text; }
+  } restore_hosts{hosts, hosts_before};
+  const std::string log = (dir / "slurmdbd.log").string();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string script =
+        "hostname slurm-accounting-0 && exec chroot " + TestBed::var("SLURM_ROOT") +
+        " /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF=" + dir_in_root +
+        "/slurm.conf slurmdbd -D >" + log + " 2>&1";
+    ::execlp("unshare", "unshare", "--uts", "sh", "-c", script.c_str(), nullptr);
+    _exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      ::kill(pid, SIGTERM);
+      int s = 0;
+      ::waitpid(pid, &s, 0);
+    }
+  } reap{pid};
+  bool exited = false;
+  ASSERT_TRUE(eventually(
+      [&] {
+        int s = 0;
+        exited = exited || ::waitpid(pid, &s, WNOHANG) == pid;
+        return exited || port_open(6819);
+      },
+      std::chrono::seconds(60)));
+  ASSERT_FALSE(exited) << "slurmdbd exited:\n" << read_file(log);
+  in_bed("env SLURM_CONF=" + dir_in_root + "/slurm.conf sacctmgr -i add cluster slurm", &status);
+  const std::string clusters = in_bed(
+      "env SLURM_CONF=" + dir_in_root + "/slurm.conf sacctmgr -n -P list cluster format=Cluster",
+      &status);
+  EXPECT_EQ(status, 0) << clusters;
+  std::istringstream lines(clusters);
+  bool listed = false;
+  for (std::string line; std::getline(lines, line);) {
+    listed = listed || line == "slurm";
+  }
+  EXPECT_TRUE(listed) << clusters << read_file(log);
+}
+
+TEST_F(OperatorTest, EverySampleManifestIsAcceptedUnchanged) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::source_dir() / "deploy/samples")) {
+    for (json doc : testing::read_yaml_file(entry.path())) {
+      doc["metadata"]["namespace"] = ns_;
+      const auto* type = resources::for_object(doc["apiVersion"], doc["kind"]);
+      ASSERT_NE(type, nullptr) << entry.path();
+      auto created = client_->create(*type, ns_, doc);
+      EXPECT_TRUE(created) << entry.path() << ": " << created.error().message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tightrope::op
