@@ -276,7 +276,7 @@ FieldErrors validate(const Token& t) {
   check_jwt(errors, s.jwt_key(), s.jwt_key_ref);
   const auto lifetime = parse_duration(s.lifetime);
   require(errors, lifetime && *lifetime >= std::chrono::minutes(1), "spec.lifetime",
-          "must be a duration of at least 1m, such as \"15m\" or \"24h\"");
+          R"(must be a duration of at least 1m, such as "15m" or "24h")");
   return errors;
 }
 

@@ -111,8 +111,10 @@ bool Runtime::serves(const std::string& api_version, const std::string& kind) {
   {
     std::lock_guard lock(serves_mu_);
     const auto it = serves_.find(key);
-    // A CRD installed later is noticed within a minute.
-    if (it != serves_.end() && now - it->second.second < std::chrono::minutes(1)) {
+    // A CRD installed later is noticed within seconds; one removed, within minutes.
+    const auto ttl = it == serves_.end() || it->second.first ? std::chrono::seconds(300)
+                                                             : std::chrono::seconds(10);
+    if (it != serves_.end() && now - it->second.second < ttl) {
       return it->second.first;
     }
   }

@@ -305,15 +305,18 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   } else {
     conf.set("AccountingStorageType", "accounting_storage/none");
   }
-  const auto scripts = [&](const char* key, const std::vector<api::LocalRef>& refs) {
+  // slurmctld's own scripts by absolute path; slurmd's by bare name, which configless mode
+  // ships to every slurmd along with slurm.conf.
+  const auto scripts = [&](const char* key, const std::vector<api::LocalRef>& refs,
+                           bool on_slurmd) {
     for (const auto& file : files_of(refs, in)) {
-      conf.append_setting({{key, "/etc/slurm/" + file}});
+      conf.append_setting({{key, on_slurmd ? file : "/etc/slurm/" + file}});
     }
   };
-  scripts("PrologSlurmctld", s.prolog_slurmctld_script_refs);
-  scripts("EpilogSlurmctld", s.epilog_slurmctld_script_refs);
-  scripts("Prolog", s.prolog_script_refs);
-  scripts("Epilog", s.epilog_script_refs);
+  scripts("PrologSlurmctld", s.prolog_slurmctld_script_refs, false);
+  scripts("EpilogSlurmctld", s.epilog_slurmctld_script_refs, false);
+  scripts("Prolog", s.prolog_script_refs, true);
+  scripts("Epilog", s.epilog_script_refs, true);
   const auto nodesets = sorted_nodesets(in);
   if (!nodesets.empty()) {
     conf.append_blank();
@@ -525,7 +528,11 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
 }
 
 json build_controller_headless_service(const api::Controller& c) {
-  json svc = service(controller_headless_service_name(c), c.metadata.namespace_name, labels_of(c),
+  // Its own component label: the ServiceMonitor selects the client Service only, so that each
+  // slurmctld is scraped once (and, with HA, only the active one).
+  json labels = labels_of(c);
+  labels[api::kLabelComponent] = "controller-internal";
+  json svc = service(controller_headless_service_name(c), c.metadata.namespace_name, labels,
                      owner_of(c),
                      {{"clusterIP", "None"},
                       {"publishNotReadyAddresses", true},
@@ -588,7 +595,9 @@ json build_controller_service_monitor(const api::Controller& c) {
           {"metadata", meta},
           {"spec",
            {{"namespaceSelector", {{"matchNames", json::array({c.metadata.namespace_name})}}},
-            {"selector", {{"matchLabels", selector_labels("slurmctld", c.metadata.name)}}},
+            {"selector",
+             {{"matchLabels", merge_over(selector_labels("slurmctld", c.metadata.name),
+                                         {{api::kLabelComponent, "controller"}})}}},
             {"endpoints", endpoints}}}};
 }
 

@@ -158,7 +158,7 @@ TEST_F(OperatorTest, AFullClusterBecomesItsObjects) {
   const std::string conf = slurm_conf();
   EXPECT_NE(conf.find("ClusterName=slurm\n"), std::string::npos) << conf;
   EXPECT_NE(conf.find("AccountingStorageHost=slurm-accounting." + ns_), std::string::npos);
-  EXPECT_NE(conf.find("Prolog=/etc/slurm/gpu-health.sh"), std::string::npos);
+  EXPECT_NE(conf.find("Prolog=gpu-health.sh\n"), std::string::npos);  // shipped to slurmd
   EXPECT_NE(conf.find("MetricsType=metrics/openmetrics"), std::string::npos);
   // cgroup.conf comes from the user's ConfigMap, so the operator writes none.
   auto cm = get(kube::resources::config_maps(), "slurm-config");
@@ -576,6 +576,60 @@ TEST_F(OperatorTest, TheAccountingsSlurmdbdConfRunsARealSlurmdbdOnTheBedsMariaDb
     listed = listed || line == "slurm";
   }
   EXPECT_TRUE(listed) << clusters << read_file(log);
+}
+
+TEST_F(OperatorTest, AServiceMonitorAppearsOnceItsCrdIsInstalledAndGoesWhenMetricsAreOff) {
+  apply_cluster();
+  start_operator();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+  // Without the monitoring.coreos.com CRD: no ServiceMonitor, and no error either.
+  EXPECT_EQ(ready_reason(resources::controllers(), "slurm"), "True/SlurmctldResponding");
+
+  // The Prometheus operator's CRD, reduced to what the API server needs to serve it.
+  const json crd = {
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "CustomResourceDefinition"},
+      {"metadata", {{"name", "servicemonitors.monitoring.coreos.com"}}},
+      {"spec",
+       {{"group", "monitoring.coreos.com"},
+        {"scope", "Namespaced"},
+        {"names",
+         {{"plural", "servicemonitors"}, {"singular", "servicemonitor"},
+          {"kind", "ServiceMonitor"}, {"listKind", "ServiceMonitorList"}}},
+        {"versions",
+         json::array({{{"name", "v1"},
+                       {"served", true},
+                       {"storage", true},
+                       {"schema",
+                        {{"openAPIV3Schema",
+                          {{"type", "object"},
+                           {"x-kubernetes-preserve-unknown-fields", true}}}}}}})}}}};
+  ASSERT_TRUE(client_->apply(kube::resources::custom_resource_definitions(), "", crd,
+                             {"tightrope-test", true}));
+  // The operator asks again after 10 s; a Controller change makes it reconcile.
+  int touches = 0;
+  const auto monitors = resources::service_monitors();
+  EXPECT_TRUE(eventually(
+      [&] {
+        // Each touch is an event; the operator notices the CRD within 10 s of the first.
+        (void)client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"metadata", {{"labels", {{"touch", std::to_string(++touches)}}}}}});
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        return get(monitors, "slurm-controller").has_value();
+      },
+      std::chrono::seconds(40)));
+  auto monitor = get(monitors, "slurm-controller");
+  ASSERT_TRUE(monitor);
+  EXPECT_EQ((*monitor)["metadata"]["labels"]["release"], "prometheus");
+  EXPECT_EQ((*monitor)["spec"]["endpoints"].size(), 4U);
+  EXPECT_EQ((*monitor)["spec"]["endpoints"][1]["path"], "/metrics/nodes");
+
+  ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"metrics", {{"enabled", false}}}}}}));
+  EXPECT_TRUE(eventually([&] { return !get(monitors, "slurm-controller").has_value(); },
+                         kConverge));
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("MetricsType") == std::string::npos; }, kConverge));
 }
 
 TEST_F(OperatorTest, EverySampleManifestIsAcceptedUnchanged) {
