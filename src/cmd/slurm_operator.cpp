@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
@@ -36,11 +37,19 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+// The pod's name (downward API POD_NAME, else the host name) and a random part, so that a
+// restarted process never reuses a holder identity.
 std::string identity() {
-  std::array<char, 256> host{};
-  gethostname(host.data(), host.size() - 1);
+  std::string name;
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
+    name = pod;
+  } else {
+    std::array<char, 256> host{};
+    gethostname(host.data(), host.size() - 1);
+    name = host.data();
+  }
   std::random_device random;
-  return std::string(host.data()) + "_" + std::to_string(random());
+  return name + "_" + std::to_string(random());
 }
 
 }  // namespace
@@ -65,16 +74,19 @@ int main(int argc, char** argv) {
                  "kubeconfig file; default $KUBECONFIG, then in-cluster, then ~/.kube/config");
   app.add_option("--context", context, "kubeconfig context (default: the current one)");
   app.add_option("--namespaces", namespaces,
-                 "comma-separated namespaces to watch (default: every namespace)");
+                 "comma-separated namespaces to watch (default: every namespace)")
+      ->envname("WATCH_NAMESPACES");
   app.add_flag("--leader-elect", leader_elect,
                "elect one active operator among replicas through a Lease");
   app.add_option("--leader-elect-namespace", leader_namespace,
-                 "namespace of the Lease (default: the kubeconfig's or the pod's namespace)");
+                 "namespace of the Lease (default: the kubeconfig's or the pod's namespace)")
+      ->envname("POD_NAMESPACE");
   app.add_option("--leader-elect-id", leader_id, "name of the Lease");
   app.add_option("--metrics-addr", metrics_addr, "address of /metrics, or 0 for none");
   app.add_option("--health-addr", health_addr, "address of /healthz and /readyz, or 0 for none");
-  app.add_option("--log-level", log_level, "debug, info, warn or error");
+  app.add_option("--log-level", log_level, "debug, info, warn or error")->envname("LOG_LEVEL");
   app.add_option("--log-format", log_format, "logfmt or json")
+      ->envname("LOG_FORMAT")
       ->check(CLI::IsMember({"logfmt", "json"}));
   app.add_option("--slurmrestd-url", options.slurmrestd_url,
                  "URL of a RestApi's slurmrestd; {service} and {namespace} are replaced")
@@ -154,6 +166,7 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<kube::LeaderElector> elector;
   std::atomic<bool> lost{false};
+  std::atomic<bool> stopping{false};
   if (leader_elect) {
     kube::LeaderElectionOptions lease;
     lease.lease_namespace = leader_namespace.empty() ? config->namespace_name : leader_namespace;
@@ -166,6 +179,9 @@ int main(int argc, char** argv) {
       operator_.start_controllers();
     };
     callbacks.stopped_leading = [&] {
+      if (stopping) {
+        return;  // our own SIGTERM: the lease is being released
+      }
       // Another replica may act now: stop at once and let the process restart clean.
       lost = true;
       kill(getpid(), SIGTERM);
@@ -180,6 +196,7 @@ int main(int argc, char** argv) {
   sigwait(&signals, &signal);
   log::info("operator.stopping",
             {{"signal", std::to_string(signal)}, {"lost_lease", lost ? "true" : "false"}});
+  stopping = true;
   operator_.stop_controllers();
   if (elector) {
     elector->stop();  // releases the lease: a successor need not wait for it to expire

@@ -1,7 +1,5 @@
 #include "kube/config.hpp"
 
-#include "kube/base64.hpp"
-
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
@@ -19,6 +17,8 @@
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "kube/base64.hpp"
 
 namespace tightrope::kube {
 namespace {
@@ -107,7 +107,6 @@ Checked<std::string> read_regular_file(const std::string& path) {
     }
   }
 }
-
 
 // TLS wants PEM text. Anything else is most often base64 applied twice or a DER file; saying so
 // here names the field, where the TLS handshake would only fail.

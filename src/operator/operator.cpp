@@ -104,7 +104,7 @@ void Operator::wire() {
 
   std::vector<std::string> namespaces = runtime_.options().namespaces;
   if (namespaces.empty()) {
-    namespaces.push_back("");  // all
+    namespaces.emplace_back();  // all
   }
   const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
   for (const auto& ns : namespaces) {

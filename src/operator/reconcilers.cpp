@@ -58,7 +58,7 @@ kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
                               const api::ObjectMeta& meta,
                               const std::vector<api::Condition>& before,
                               std::vector<api::Condition> conditions, const Readiness& ready,
-                              kube::ReconcileOutcome next, json extra = json::object()) {
+                              kube::ReconcileOutcome next, const json& extra = json::object()) {
   if (auto published = rt.publish(type, meta, before, std::move(conditions), ready, extra);
       !published) {
     return fail("writing status: " + published.error().message);
@@ -148,7 +148,7 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
   const std::string& ns = c.metadata.namespace_name;
   const auto before = c.status.conditions;
   auto conditions = before;
-  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
     return report(runtime_, type, c.metadata, before, conditions, ready, std::move(next));
   };
 
@@ -352,7 +352,7 @@ kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request
   const api::RestApi& r = *loaded;
   const std::string& ns = r.metadata.namespace_name;
   const auto& before = r.status.conditions;
-  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
     return report(runtime_, type, r.metadata, before, before, ready, std::move(next));
   };
   auto controller = controller_of(cache_, ns, r.spec.controller_ref.name);
@@ -412,7 +412,7 @@ kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& requ
   const api::Accounting& a = *loaded;
   const std::string& ns = a.metadata.namespace_name;
   const auto& before = a.status.conditions;
-  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
     return report(runtime_, type, a.metadata, before, before, ready, std::move(next));
   };
   if (a.spec.external) {
@@ -493,7 +493,8 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
   const auto& before = l.status.conditions;
   const std::string selector = std::string(api::kLabelName) + "=login," +
                                std::string(api::kLabelInstance) + "=" + l.metadata.name;
-  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next, int64_t replicas = 0) {
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next,
+                             int64_t replicas = 0) {
     return report(runtime_, type, l.metadata, before, before, ready, std::move(next),
                   {{"replicas", replicas}, {"selector", selector}});
   };
@@ -556,7 +557,7 @@ kube::ReconcileOutcome TokenReconciler::reconcile(const kube::Request& request) 
   const api::Token& t = *loaded;
   const std::string& ns = t.metadata.namespace_name;
   const auto& before = t.status.conditions;
-  const auto not_ready = [&](Readiness ready, kube::ReconcileOutcome next) {
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
     return report(runtime_, type, t.metadata, before, before, ready, std::move(next));
   };
   const SecretKey key = read_secret_key(runtime_, ns, *t.spec.jwt_key(), "spec.jwtKeyRef");

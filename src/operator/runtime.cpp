@@ -140,7 +140,7 @@ std::string Runtime::slurmrestd_url(const std::string& service, const std::strin
 kube::Result<Done> Runtime::publish(const kube::ResourceType& type, const api::ObjectMeta& meta,
                                     const std::vector<api::Condition>& before,
                                     std::vector<api::Condition> conditions, const Readiness& ready,
-                                    json extra_status) {
+                                    const json& extra_status) {
   const std::string stamp = now();
   set_condition(
       conditions,

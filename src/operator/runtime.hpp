@@ -70,7 +70,7 @@ class Runtime {
   kube::Result<Done> publish(const kube::ResourceType& type, const api::ObjectMeta& meta,
                              const std::vector<api::Condition>& before,
                              std::vector<api::Condition> conditions, const Readiness& ready,
-                             nlohmann::json extra_status = nlohmann::json::object());
+                             const nlohmann::json& extra_status = nlohmann::json::object());
 
   static std::string now();
 

@@ -62,7 +62,7 @@ std::optional<std::string> unbase64url(std::string_view in) {
   if (n < 0) {
     return std::nullopt;
   }
-  size_t size = static_cast<size_t>(n);
+  auto size = static_cast<size_t>(n);
   for (size_t i = b64.size(); i > 0 && b64[i - 1] == '='; --i) {
     --size;  // EVP_DecodeBlock counts the padding as zero bytes
   }
@@ -126,7 +126,7 @@ std::string mint_jwt(const std::string& key, const JwtClaims& claims) {
   return signing_input + "." + hs256(key, signing_input);
 }
 
-MintingTokenSource::MintingTokenSource(std::filesystem::path key_file, std::string user,
+MintingTokenSource::MintingTokenSource(const std::filesystem::path& key_file, std::string user,
                                        std::chrono::seconds lifetime, Clock clock)
     : MintingTokenSource([key_file] { return read_file(key_file); }, key_file.string(),
                          std::move(user), lifetime, std::move(clock)) {}

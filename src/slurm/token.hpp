@@ -52,7 +52,7 @@ using KeyLoader = std::function<Result<std::string>()>;
 // Mints tokens from a key and mints a new one after 80 % of each token's lifetime.
 class MintingTokenSource : public TokenSource {
  public:
-  MintingTokenSource(std::filesystem::path key_file, std::string user,
+  MintingTokenSource(const std::filesystem::path& key_file, std::string user,
                      std::chrono::seconds lifetime = std::chrono::hours(1),
                      Clock clock = std::chrono::system_clock::now);
   MintingTokenSource(KeyLoader key, std::string key_name, std::string user,

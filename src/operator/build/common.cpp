@@ -161,9 +161,9 @@ std::string sha256_hex(std::string_view data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
   EVP_Digest(data.data(), data.size(), digest.data(), &length, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
+  static constexpr std::string_view kHex = "0123456789abcdef";
   std::string out;
-  out.reserve(length * 2);
+  out.reserve(static_cast<size_t>(length) * 2);
   for (unsigned int i = 0; i < length; ++i) {
     out.push_back(kHex[digest[i] >> 4]);
     out.push_back(kHex[digest[i] & 0xf]);

@@ -59,7 +59,10 @@ std::string union_list(const std::string& base, const std::string& extra) {
   add(extra);
   std::string out;
   for (const auto& item : items) {
-    out += (out.empty() ? "" : ",") + item;
+    if (!out.empty()) {
+      out += ',';
+    }
+    out += item;
   }
   return out;
 }
@@ -194,7 +197,9 @@ api::FieldErrors check_controller_config(const api::Controller& c, const Control
         continue;
       }
       for (const auto& [file, content] : it->second) {
-        const std::string who = "ConfigMap \"" + (*refs)[i].name + "\"";
+        std::string who = "ConfigMap \"";
+        who += (*refs)[i].name;
+        who += '"';
         const auto [where, fresh] = seen.emplace(file, who);
         if (!fresh && where->second != who) {
           errors.push_back({field + "[" + std::to_string(i) + "]",
@@ -310,7 +315,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   const auto scripts = [&](const char* key, const std::vector<api::LocalRef>& refs,
                            bool on_slurmd) {
     for (const auto& file : files_of(refs, in)) {
-      conf.append_setting({{key, on_slurmd ? file : "/etc/slurm/" + file}});
+      conf.append_setting({{key, on_slurmd ? file : std::string("/etc/slurm/").append(file)}});
     }
   };
   scripts("PrologSlurmctld", s.prolog_slurmctld_script_refs, false);
@@ -532,16 +537,16 @@ json build_controller_headless_service(const api::Controller& c) {
   // slurmctld is scraped once (and, with HA, only the active one).
   json labels = labels_of(c);
   labels[api::kLabelComponent] = "controller-internal";
-  json svc = service(controller_headless_service_name(c), c.metadata.namespace_name, labels,
-                     owner_of(c),
-                     {{"clusterIP", "None"},
-                      {"publishNotReadyAddresses", true},
-                      {"selector", selector_labels("slurmctld", c.metadata.name)},
-                      {"ports", json::array({{{"name", "slurmctld"},
-                                              {"port", kSlurmctldPort},
-                                              {"targetPort", "slurmctld"},
-                                              {"protocol", "TCP"}}})}},
-                     {});
+  json svc =
+      service(controller_headless_service_name(c), c.metadata.namespace_name, labels, owner_of(c),
+              {{"clusterIP", "None"},
+               {"publishNotReadyAddresses", true},
+               {"selector", selector_labels("slurmctld", c.metadata.name)},
+               {"ports", json::array({{{"name", "slurmctld"},
+                                       {"port", kSlurmctldPort},
+                                       {"targetPort", "slurmctld"},
+                                       {"protocol", "TCP"}}})}},
+              {});
   return svc;
 }
 

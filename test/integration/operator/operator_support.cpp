@@ -4,13 +4,13 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -41,7 +41,7 @@ json to_json(const YAML::Node& node) {
       return out;
     }
     case YAML::NodeType::Scalar: {
-      const std::string text = node.Scalar();
+      const std::string& text = node.Scalar();
       if (node.Tag() == "!") {
         return text;  // quoted in the file: a string whatever it looks like
       }
@@ -127,7 +127,7 @@ int free_port() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  (void)::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
@@ -165,8 +165,10 @@ std::pair<long, std::string> http_get(const std::string& url,
 
 OperatorProcess::OperatorProcess(std::string namespace_name, std::vector<std::string> extra_args)
     : namespace_name_(std::move(namespace_name)), extra_args_(std::move(extra_args)) {
+  static int instances = 0;
   log_file_ = std::filesystem::temp_directory_path() /
-              ("slurm-operator-" + namespace_name_ + "-" + std::to_string(getpid()) + ".log");
+              ("slurm-operator-" + namespace_name_ + "-" + std::to_string(getpid()) + "-" +
+               std::to_string(++instances) + ".log");
   std::filesystem::remove(log_file_);
 }
 
@@ -201,6 +203,7 @@ void OperatorProcess::start() {
     ::dup2(fd, 1);
     ::dup2(fd, 2);
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (auto& a : args) {
       argv.push_back(a.data());
     }

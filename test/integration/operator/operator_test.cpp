@@ -6,12 +6,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <fstream>
 #include <set>
 
@@ -579,11 +579,20 @@ TEST_F(OperatorTest, TheAccountingsSlurmdbdConfRunsARealSlurmdbdOnTheBedsMariaDb
 }
 
 TEST_F(OperatorTest, AServiceMonitorAppearsOnceItsCrdIsInstalledAndGoesWhenMetricsAreOff) {
+  const std::string crd_name = "servicemonitors.monitoring.coreos.com";
+  (void)client_->remove(kube::resources::custom_resource_definitions(), "", crd_name);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return !client_->get(kube::resources::custom_resource_definitions(), "", crd_name).ok();
+      },
+      kConverge));
   apply_cluster();
   start_operator();
   ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
   // Without the monitoring.coreos.com CRD: no ServiceMonitor, and no error either.
-  EXPECT_EQ(ready_reason(resources::controllers(), "slurm"), "True/SlurmctldResponding");
+  EXPECT_TRUE(eventually(
+      [&] { return ready_reason(resources::controllers(), "slurm") == "True/SlurmctldResponding"; },
+      kConverge));
 
   // The Prometheus operator's CRD, reduced to what the API server needs to serve it.
   const json crd = {
@@ -594,21 +603,22 @@ TEST_F(OperatorTest, AServiceMonitorAppearsOnceItsCrdIsInstalledAndGoesWhenMetri
        {{"group", "monitoring.coreos.com"},
         {"scope", "Namespaced"},
         {"names",
-         {{"plural", "servicemonitors"}, {"singular", "servicemonitor"},
-          {"kind", "ServiceMonitor"}, {"listKind", "ServiceMonitorList"}}},
-        {"versions",
-         json::array({{{"name", "v1"},
-                       {"served", true},
-                       {"storage", true},
-                       {"schema",
-                        {{"openAPIV3Schema",
-                          {{"type", "object"},
-                           {"x-kubernetes-preserve-unknown-fields", true}}}}}}})}}}};
+         {{"plural", "servicemonitors"},
+          {"singular", "servicemonitor"},
+          {"kind", "ServiceMonitor"},
+          {"listKind", "ServiceMonitorList"}}},
+        {"versions", json::array({{{"name", "v1"},
+                                   {"served", true},
+                                   {"storage", true},
+                                   {"schema",
+                                    {{"openAPIV3Schema",
+                                      {{"type", "object"},
+                                       {"x-kubernetes-preserve-unknown-fields", true}}}}}}})}}}};
   ASSERT_TRUE(client_->apply(kube::resources::custom_resource_definitions(), "", crd,
                              {"tightrope-test", true}));
   // The operator asks again after 10 s; a Controller change makes it reconcile.
   int touches = 0;
-  const auto monitors = resources::service_monitors();
+  const auto& monitors = resources::service_monitors();
   EXPECT_TRUE(eventually(
       [&] {
         // Each touch is an event; the operator notices the CRD within 10 s of the first.
@@ -626,10 +636,42 @@ TEST_F(OperatorTest, AServiceMonitorAppearsOnceItsCrdIsInstalledAndGoesWhenMetri
 
   ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
                              {{"spec", {{"metrics", {{"enabled", false}}}}}}));
-  EXPECT_TRUE(eventually([&] { return !get(monitors, "slurm-controller").has_value(); },
-                         kConverge));
+  EXPECT_TRUE(
+      eventually([&] { return !get(monitors, "slurm-controller").has_value(); }, kConverge));
+  EXPECT_TRUE(
+      eventually([&] { return slurm_conf().find("MetricsType") == std::string::npos; }, kConverge));
+}
+
+TEST_F(OperatorTest, WithLeaderElectionOneReplicaActsAndTheStandbyTakesOverAfterAKill) {
+  apply_cluster();
+  const std::vector<std::string> elect = {"--leader-elect", "--leader-elect-namespace", ns_};
+  auto first = std::make_unique<OperatorProcess>(ns_, elect);
+  auto second = std::make_unique<OperatorProcess>(ns_, elect);
+  first->start();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge)) << first->log();
+  second->start();  // ready (caches filled) while standing by
+  const auto holder = [&]() -> std::string {
+    auto lease = client_->get(kube::resources::leases(), ns_, "slurm-operator");
+    return lease ? field<std::string>(*lease, "/spec/holderIdentity", "") : "";
+  };
+  ASSERT_FALSE(holder().empty());
+  EXPECT_EQ(second->log().find("operator.leading"), std::string::npos) << second->log();
+
+  first->kill_hard();  // no release: the standby waits out the lease (15 s)
+  const std::string dead = holder();
+  ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"extraConf", "SchedulerType=sched/builtin\n"}}}}));
   EXPECT_TRUE(eventually(
-      [&] { return slurm_conf().find("MetricsType") == std::string::npos; }, kConverge));
+      [&] { return slurm_conf().find("SchedulerType=sched/builtin") != std::string::npos; },
+      std::chrono::seconds(40)))
+      << second->log();
+  EXPECT_NE(holder(), dead);
+  EXPECT_NE(second->log().find("operator.leading"), std::string::npos);
+  // A clean stop hands the lease back at once.
+  EXPECT_EQ(second->stop(), 0);
+  auto lease = client_->get(kube::resources::leases(), ns_, "slurm-operator");
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(field<std::string>(*lease, "/spec/holderIdentity", "none"), "");
 }
 
 TEST_F(OperatorTest, EverySampleManifestIsAcceptedUnchanged) {

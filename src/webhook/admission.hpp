@@ -1,0 +1,66 @@
+// The validating admission webhook's decisions: an AdmissionReview (admission.k8s.io/v1) in, the
+// AdmissionReview answer out, for the six slinky.slurm.net/v1beta1 kinds. Pure: ConfigMaps come
+// through a callback, and nothing here knows HTTP, TLS or the Kubernetes client.
+//
+// A denial carries code 422 and reason "Invalid" with one cause per field, as the API server's
+// own validation of an object does, so a client tells a spec error from an RBAC refusal (403)
+// by its code. controller-runtime's Denied(), which Slinky's webhooks use, answers 403; the
+// message and the field paths are the same either way. A review that cannot be read is denied
+// with 400 "BadRequest".
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/codec.hpp"
+
+namespace tightrope::webhook {
+
+// The data of ConfigMap `name` in namespace `ns` (binaryData keys with empty values), or nothing
+// when it does not exist or cannot be read: the checks that need it are then skipped with a
+// warning, and the Controller's reconciler reports the missing ConfigMap.
+using ConfigMapLookup = std::function<std::optional<std::map<std::string, std::string>>(
+    const std::string& ns, const std::string& name)>;
+
+// What the webhook decided about one request, with what a log line needs.
+struct Verdict {
+  std::string api_version = "admission.k8s.io/v1";  // echoed: v1, or v1beta1 if asked so
+  std::string uid;                                  // the request's, echoed
+  bool allowed = true;
+  int code = 0;         // when denied: 422 invalid object, 400 unreadable review, 500 our fault
+  std::string reason;   // when denied: "Invalid", "BadRequest", "InternalError"
+  std::string message;  // when denied: "Controller slurm/slurm: spec.clusterName: ..."
+  api::FieldErrors causes;
+  std::vector<std::string> warnings;
+
+  std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
+  std::string kind;       // "Controller"
+  std::string namespace_name;
+  std::string name;
+};
+
+// Decides on a parsed AdmissionReview. Never throws: whatever goes wrong is a denial.
+//   CREATE: decode, default, validate, and for a Controller check_controller_config with the
+//           ConfigMaps it references.
+//   UPDATE: the same with validate_update against the (defaulted) old object. What the stored
+//           object already got wrong is a warning, not a denial (CRD validation ratcheting), so
+//           an object created before the webhook existed can still have its labels edited. An
+//           object being deleted is let through: a finalizer must always be removable.
+//   DELETE, CONNECT, subresources, kinds of other groups: allowed (the last with a warning).
+Verdict admit(const nlohmann::json& review, const ConfigMapLookup& config_maps);
+// The same from the request body; text that is not JSON is a denial.
+Verdict admit(std::string_view body, const ConfigMapLookup& config_maps);
+
+// The AdmissionReview that answers: apiVersion, kind, response {uid, allowed, status, warnings}.
+nlohmann::json review_response(const Verdict& verdict);
+
+// The lower-case names of the kinds validated here ("controller", "nodeset", ...), for the
+// per-kind paths.
+const std::vector<std::string>& validated_kinds();
+
+}  // namespace tightrope::webhook

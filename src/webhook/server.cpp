@@ -1,0 +1,161 @@
+#include "webhook/server.hpp"
+
+#include <httplib.h>
+
+#include "base/log.hpp"
+#include "webhook/certificate.hpp"
+
+namespace tightrope::webhook {
+namespace {
+
+std::string object_of(const Verdict& v) {
+  return v.namespace_name.empty() ? v.name : v.namespace_name + "/" + v.name;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    out += (out.empty() ? "" : "; ") + item;
+  }
+  return out;
+}
+
+void log_verdict(const Verdict& v, const std::string& path,
+                 std::chrono::steady_clock::duration took) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(took).count();
+  if (!v.allowed) {
+    log::info("webhook.denied", {{"operation", v.operation},
+                                 {"kind", v.kind},
+                                 {"object", object_of(v)},
+                                 {"uid", v.uid},
+                                 {"path", path},
+                                 {"code", std::to_string(v.code)},
+                                 {"message", v.message},
+                                 {"ms", std::to_string(ms)}});
+  } else if (log::enabled(log::Level::kDebug)) {
+    log::debug("webhook.allowed", {{"operation", v.operation},
+                                   {"kind", v.kind},
+                                   {"object", object_of(v)},
+                                   {"uid", v.uid},
+                                   {"warnings", joined(v.warnings)},
+                                   {"ms", std::to_string(ms)}});
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> review_paths() {
+  std::vector<std::string> out = {"/validate"};
+  for (const auto& kind : validated_kinds()) {
+    out.push_back("/validate-slinky-slurm-net-v1beta1-" + kind);
+  }
+  return out;
+}
+
+Server::Server(ServerOptions options, ConfigMapLookup config_maps)
+    : options_(std::move(options)), config_maps_(std::move(config_maps)) {}
+
+Server::~Server() {
+  stop();
+}
+
+tightrope::Result<Done, std::string> Server::start() {
+  if (server_) {
+    return fail("already started");
+  }
+  auto certificate = ServingCertificate::load(options_.cert_file, options_.key_file);
+  if (!certificate) {
+    return fail("serving certificate: " + certificate.error());
+  }
+  certificate_ = std::move(*certificate);
+  ServingCertificate* cert = certificate_.get();
+  auto server =
+      std::make_unique<httplib::SSLServer>([cert](SSL_CTX& ctx) { return cert->configure(&ctx); });
+  if (!server->is_valid()) {
+    return fail("TLS context setup failed");
+  }
+  server->set_payload_max_length(options_.max_body_bytes);
+  server->set_read_timeout(options_.io_timeout.count(), 0);
+  server->set_write_timeout(options_.io_timeout.count(), 0);
+
+  const auto on_review = [this](const httplib::Request& req, httplib::Response& res) {
+    const auto started = std::chrono::steady_clock::now();
+    const Verdict verdict = admit(std::string_view(req.body), config_maps_);
+    log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
+    // 200 whatever the verdict, as controller-runtime answers: the API server reads the
+    // decision from the review, and takes any other status for a broken webhook.
+    res.set_content(review_response(verdict).dump(), "application/json");
+  };
+  for (const auto& path : review_paths()) {
+    server->Post(path, on_review);
+  }
+  // Nothing to wait for once the certificate is loaded: ready as soon as it serves.
+  for (const char* path : {"/healthz", "/readyz"}) {
+    server->Get(path, [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+  }
+
+  const std::string address = options_.host + ":" + std::to_string(options_.port);
+  if (options_.port == 0) {
+    port_ = server->bind_to_any_port(options_.host);
+  } else {
+    port_ = server->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0) {
+    port_ = 0;
+    return fail("cannot listen on " + address);
+  }
+  server_ = std::move(server);
+  httplib::Server* raw = server_.get();
+  thread_ = std::thread([raw] { raw->listen_after_bind(); });
+  // stop() does nothing to a server whose accept loop has not begun; wait for it so a stop
+  // right after start cannot leave the thread running. Connections queue on the bound socket.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!raw->is_running() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  log::info("webhook.serving", {{"address", options_.host + ":" + std::to_string(port_)},
+                                {"cert_file", options_.cert_file.string()},
+                                {"subject", cert->subject()}});
+  return Done{};
+}
+
+void Server::stop() {
+  if (server_) {
+    server_->stop();
+  }
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+  server_.reset();
+}
+
+ConfigMapLookup config_maps_from(kube::Client& client) {
+  return [&client](const std::string& ns,
+                   const std::string& name) -> std::optional<std::map<std::string, std::string>> {
+    auto got = client.get(kube::resources::config_maps(), ns, name);
+    if (!got) {
+      if (got.error().kind != kube::ErrorKind::kNotFound) {
+        log::warn("webhook.configmap_unreadable",
+                  {{"configmap", ns + "/" + name}, {"error", got.error().message}});
+      }
+      return std::nullopt;
+    }
+    std::map<std::string, std::string> data;
+    if (const auto it = got->find("data"); it != got->end() && it->is_object()) {
+      for (const auto& [key, value] : it->items()) {
+        data[key] = value.is_string() ? value.get<std::string>() : std::string();
+      }
+    }
+    // Binary files land in /etc/slurm too; their names matter, not their bytes.
+    if (const auto it = got->find("binaryData"); it != got->end() && it->is_object()) {
+      for (auto entry = it->begin(); entry != it->end(); ++entry) {
+        data.emplace(entry.key(), std::string());
+      }
+    }
+    return data;
+  };
+}
+
+}  // namespace tightrope::webhook

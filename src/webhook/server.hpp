@@ -1,0 +1,71 @@
+// The webhook's HTTPS server: AdmissionReviews on /validate and on Slinky's per-kind paths
+// (/validate-slinky-slurm-net-v1beta1-<kind>), /healthz and /readyz beside them, a bounded
+// body, and a serving certificate that follows its files on disk (certificate.hpp). What to
+// answer is admission.hpp's business.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/result.hpp"
+#include "kube/client.hpp"
+#include "webhook/admission.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace tightrope::webhook {
+
+class ServingCertificate;
+
+struct ServerOptions {
+  std::string host = "0.0.0.0";
+  int port = 9443;  // 0: any free port (port() says which)
+  std::filesystem::path cert_file;
+  std::filesystem::path key_file;
+  // An object is at most 1.5 MiB (etcd's default request limit) and an UPDATE carries two: 4 MiB
+  // leaves room for the review around them. A bigger body is answered 413 unread.
+  size_t max_body_bytes = size_t{4} << 20;
+  // The API server gives a webhook 10 s by default; a request taking longer is abandoned.
+  std::chrono::seconds io_timeout{10};
+};
+
+// Every path that takes an AdmissionReview.
+std::vector<std::string> review_paths();
+
+class Server {
+ public:
+  Server(ServerOptions options, ConfigMapLookup config_maps);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Reads the certificate, binds and serves from a thread of its own; once. The error says what
+  // failed: a certificate that does not load, an address that cannot be bound.
+  tightrope::Result<Done, std::string> start();
+  // The bound port, once started.
+  int port() const { return port_; }
+  // Stops accepting, finishes the requests under way, joins the thread.
+  void stop();
+
+ private:
+  ServerOptions options_;
+  ConfigMapLookup config_maps_;
+  std::unique_ptr<ServingCertificate> certificate_;  // outlives server_'s TLS context
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// ConfigMaps read through the API server (one GET each). A ConfigMap that is not there, or that
+// cannot be read, is nothing; a failure other than not-found is logged.
+ConfigMapLookup config_maps_from(kube::Client& client);
+
+}  // namespace tightrope::webhook
