@@ -202,9 +202,10 @@ api::FieldErrors check_controller_config(const api::Controller& c, const Control
         who += '"';
         const auto [where, fresh] = seen.emplace(file, who);
         if (!fresh && where->second != who) {
-          errors.push_back({field + "[" + std::to_string(i) + "]",
-                            who + " brings /etc/slurm/" + file + ", which " + where->second +
-                                " already provides"});
+          std::string message = who;
+          message += " brings /etc/slurm/" + file + ", which " + where->second;
+          message += " already provides";
+          errors.push_back({field + "[" + std::to_string(i) + "]", message});
         }
       }
     }
@@ -265,9 +266,11 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
     const int replicas = s.ha.enabled ? 1 + static_cast<int>(s.ha.backups) : 1;
     for (int i = 0; i < replicas; ++i) {
       const std::string pod = controller_statefulset_name(c) + "-" + std::to_string(i);
-      conf.append_setting(
-          {{"SlurmctldHost", pod + "(" + pod + "." + controller_headless_service_name(c) + "." +
-                                 c.metadata.namespace_name + ")"}});
+      // The pod's name, and its address through the headless Service.
+      std::string host = pod;
+      host += "(" + pod + "." + controller_headless_service_name(c) + ".";
+      host += c.metadata.namespace_name + ")";
+      conf.append_setting({{"SlurmctldHost", host}});
     }
     conf.set("SlurmctldPort", std::to_string(kSlurmctldPort));
     conf.set("StateSaveLocation", "/var/spool/slurmctld");
@@ -374,7 +377,10 @@ std::string controller_config_hash(const api::Controller& c, const ControllerInp
       if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
         all += ref.name;
         for (const auto& [key, value] : it->second) {
-          all += "\n" + key + "\n" + value;
+          all += '\n';
+          all += key;
+          all += '\n';
+          all += value;
         }
       }
     }

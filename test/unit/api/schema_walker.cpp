@@ -93,7 +93,9 @@ void walk(const json& value, const json& schema, const std::string& path, Findin
   const json* props = properties(schema);
   const json* additional = additional_properties(schema);
   for (const auto& [name, field] : value.items()) {
-    const std::string at = path + "." + name;
+    std::string at = path;
+    at += ".";
+    at += name;
     if (props != nullptr && props->contains(name)) {
       walk(field, props->at(name), at, out);
     } else if (additional != nullptr) {
@@ -142,7 +144,10 @@ void collect(const json& schema, const json::json_pointer& pointer, const std::s
     const json* props = properties(schema);
     if (props != nullptr) {
       for (const auto& [name, field] : props->items()) {
-        collect(field, pointer / name, path + "." + name, out);
+        std::string at = path;
+        at += ".";
+        at += name;
+        collect(field, pointer / name, at, out);
       }
     }
     if (const json* additional = additional_properties(schema)) {

@@ -60,7 +60,8 @@ bool literal_safe(const std::string& s) {
 }
 
 std::string pad(int indent) {
-  return std::string(static_cast<size_t>(indent), ' ');
+  std::string blanks(static_cast<size_t>(indent), ' ');
+  return blanks;
 }
 
 // A scalar after "key:" or "-" (with the separating blank); literal lines at `indent`.
