@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <sstream>
 #include <string>
 
 #include "api/defaults.hpp"
@@ -191,6 +192,18 @@ FieldErrors validate(const NodeSet& n) {
           "spec.pruneSlurmNodeRecords", "must be Never or NodeNotFound");
   require(errors, s.partition.config.find('\n') == std::string::npos, "spec.partition.config",
           "must be one line");
+  // slurmd's --conf: Key=Value words. An empty value is worse than a typo: Slurm reads the next
+  // word as its value (an empty Topology= leaves the node INVALID_REG).
+  std::istringstream words(s.extra_conf);
+  std::string word;
+  while (words >> word) {
+    const auto eq = word.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == word.size()) {
+      require(errors, false, "spec.extraConf",
+              "\"" + word + "\" is not Key=Value with a value (slurmd --conf words)");
+      break;
+    }
+  }
   if (s.ssh.enabled) {
     require_key_ref(errors, s.ssh.sssd_conf_ref, "spec.ssh.sssdConfRef");
   }

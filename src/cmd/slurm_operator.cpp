@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
   std::string log_format = "logfmt";
   op::OperatorOptions options;
   int check_period = 30;
-  std::map<std::string, int> workers = {
-      {"controller", 1}, {"restapi", 1}, {"accounting", 1}, {"loginset", 1}, {"token", 1}};
+  std::map<std::string, int> workers = {{"controller", 1}, {"restapi", 1}, {"accounting", 1},
+                                        {"loginset", 1},   {"token", 1},   {"nodeset", 2}};
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file; default $KUBECONFIG, then in-cluster, then ~/.kube/config");
   app.add_option("--context", context, "kubeconfig context (default: the current one)");

@@ -22,6 +22,12 @@ ResourceCache::Ptr ResourceCache::get(const kube::ResourceType& type,
 
 std::vector<ResourceCache::Ptr> ResourceCache::list(const kube::ResourceType& type,
                                                     const std::string& ns) const {
+  std::vector<Ptr> out = list_all(type);
+  std::erase_if(out, [&](const Ptr& object) { return object->meta.namespace_name != ns; });
+  return out;
+}
+
+std::vector<ResourceCache::Ptr> ResourceCache::list_all(const kube::ResourceType& type) const {
   std::vector<Ptr> out;
   const auto it = informers_.find(type.resource);
   if (it == informers_.end()) {
@@ -29,9 +35,7 @@ std::vector<ResourceCache::Ptr> ResourceCache::list(const kube::ResourceType& ty
   }
   for (const auto* informer : it->second) {
     for (auto& object : informer->store().list()) {
-      if (object->meta.namespace_name == ns) {
-        out.push_back(std::move(object));
-      }
+      out.push_back(std::move(object));
     }
   }
   return out;

@@ -20,6 +20,8 @@ class ResourceCache {
 
   Ptr get(const kube::ResourceType& type, const std::string& key) const;
   std::vector<Ptr> list(const kube::ResourceType& type, const std::string& ns) const;
+  // Every cached object of the type, whatever its namespace.
+  std::vector<Ptr> list_all(const kube::ResourceType& type) const;
 
  private:
   std::map<std::string, std::vector<kube::Informer<kube::Document>*>> informers_;

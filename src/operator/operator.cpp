@@ -77,7 +77,8 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
       restapi_reconciler_(runtime_, cache_),
       accounting_reconciler_(runtime_, cache_),
       loginset_reconciler_(runtime_, cache_),
-      token_reconciler_(runtime_, cache_) {
+      token_reconciler_(runtime_, cache_),
+      nodeset_reconciler_(runtime_, cache_) {
   wire();
 }
 
@@ -101,12 +102,49 @@ void Operator::wire() {
   kube::Controller* accountings = make("accounting", accounting_reconciler_);
   kube::Controller* loginsets = make("loginset", loginset_reconciler_);
   kube::Controller* tokens = make("token", token_reconciler_);
+  kube::Controller* nodesets = make("nodeset", nodeset_reconciler_);
+
+  // Slurm changed (nodes, jobs, or whether it answers): the cluster's NodeSets look again.
+  const ResourceCache* shared_cache = &cache_;
+  const auto nodesets_of = [shared_cache](const std::string& ns, const std::string& controller) {
+    std::vector<Request> out;
+    for (const auto& doc : shared_cache->list(resources::nodesets(), ns)) {
+      if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == controller) {
+        out.push_back({ns, doc->meta.name});
+      }
+    }
+    return out;
+  };
+  slurm_.set_listener([nodesets, nodesets_of](const std::string& controller_key) {
+    const Request controller = Request::from_key(controller_key);
+    for (const auto& r : nodesets_of(controller.namespace_name, controller.name)) {
+      nodesets->enqueue(r);
+    }
+  });
 
   std::vector<std::string> namespaces = runtime_.options().namespaces;
   if (namespaces.empty()) {
     namespaces.emplace_back();  // all
   }
   const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
+  const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
+  // Nodes are cluster-wide: one informer whatever the namespaces. A node's change (cordon,
+  // annotations) concerns the NodeSets with pods on it.
+  auto& kube_nodes =
+      factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
+  cache_.add(kube::resources::nodes(), &kube_nodes);
+  informers_.push_back(&kube_nodes);
+  nodesets->watch_mapped<Document>(kube_nodes, [shared_cache](const Document& node) {
+    std::vector<Request> out;
+    for (const auto& pod : shared_cache->list_all(kube::resources::pods())) {
+      const kube::OwnerReference* owner = pod->meta.controller_ref();
+      if (owner != nullptr && owner->kind == "NodeSet" &&
+          pod->doc.value("/spec/nodeName"_json_pointer, std::string()) == node.meta.name) {
+        out.push_back({pod->meta.namespace_name, owner->name});
+      }
+    }
+    return out;
+  });
   for (const auto& ns : namespaces) {
     const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
       auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
@@ -132,6 +170,15 @@ void Operator::wire() {
     auto& services = meta(kube::resources::services(), managed);
     auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
     auto& deployments = meta(kube::resources::deployments(), managed);
+    const auto cached = [&](const kube::ResourceType& type,
+                            const std::string& selector) -> Informer<Document>& {
+      auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);
+      cache_.add(type, &informer);
+      informers_.push_back(&informer);
+      return informer;
+    };
+    auto& worker_pods = cached(kube::resources::pods(), workers);
+    auto& revisions = cached(kube::resources::controller_revisions(), managed);
 
     const ResourceCache* cache = &cache_;
     controllers->watch_primary(controller_inf);
@@ -202,6 +249,13 @@ void Operator::wire() {
       return referencing(*cache, resources::loginsets(), o.meta.namespace_name, o.meta.name);
     });
 
+    nodesets->watch_primary(nodeset_inf);
+    nodesets->watch_owned(worker_pods, "NodeSet");
+    nodesets->watch_owned(revisions, "NodeSet");
+    nodesets->watch_mapped<Document>(controller_inf, [nodesets_of](const Document& c) {
+      return nodesets_of(c.meta.namespace_name, c.meta.name);
+    });
+
     tokens->watch_primary(token_inf);
     tokens->watch_owned(secrets, "Token");
     tokens->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
@@ -248,6 +302,7 @@ void Operator::stop_controllers() {
 }
 
 void Operator::stop() {
+  slurm_.stop();
   stop_controllers();
   factory_.stop_all();
 }

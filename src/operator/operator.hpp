@@ -1,6 +1,7 @@
 // The operator's controllers wired to their watches: informers for the six kinds and for what
-// the operator owns or reads (ConfigMaps, Secrets, Services, StatefulSets, Deployments), a
-// controller per kind, and the Slurm clients they share. start() after construction; stop()
+// the operator owns or reads (ConfigMaps, Secrets, Services, StatefulSets, Deployments, slurmd
+// Pods, ControllerRevisions, Nodes), a controller per kind, and the Slurm clients they share
+// (whose change feeds enqueue the NodeSets of their cluster). start() after construction; stop()
 // before destruction. Leader election and the HTTP endpoints belong to the binary.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "kube/controller.hpp"
 #include "kube/events.hpp"
 #include "operator/cache.hpp"
+#include "operator/nodeset.hpp"
 #include "operator/reconcilers.hpp"
 #include "operator/runtime.hpp"
 
@@ -51,6 +53,7 @@ class Operator {
   AccountingReconciler accounting_reconciler_;
   LoginSetReconciler loginset_reconciler_;
   TokenReconciler token_reconciler_;
+  NodeSetReconciler nodeset_reconciler_;
   std::vector<std::unique_ptr<kube::Controller>> controllers_;
   bool controllers_running_ = false;
 };

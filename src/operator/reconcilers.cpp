@@ -12,6 +12,7 @@
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/conditions.hpp"
+#include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
 #include "slurm/conf.hpp"
@@ -20,116 +21,6 @@ namespace tightrope::op {
 
 using nlohmann::json;
 using std::chrono::seconds;
-
-namespace {
-
-// The identity of a cached resource, for status and events even when its spec cannot be read.
-api::ObjectMeta meta_of(const kube::Document& doc) {
-  api::ObjectMeta meta;
-  meta.name = doc.meta.name;
-  meta.namespace_name = doc.meta.namespace_name;
-  meta.uid = doc.meta.uid;
-  meta.generation = doc.meta.generation;
-  return meta;
-}
-
-std::vector<api::Condition> conditions_of(const kube::Document& doc) {
-  const auto it = doc.doc.find("status");
-  if (it == doc.doc.end() || !it->is_object() || !it->contains("conditions")) {
-    return {};
-  }
-  return api::decode_conditions((*it)["conditions"]);
-}
-
-// After a failure the work queue retries with backoff (capped by the queue's max delay).
-kube::ReconcileOutcome retry() {
-  return kube::ReconcileResult{true, {}};
-}
-kube::ReconcileOutcome after(std::chrono::milliseconds delay) {
-  return kube::ReconcileResult{false, delay};
-}
-kube::ReconcileOutcome settled() {
-  return kube::ReconcileResult{};
-}
-
-// Reports `ready` and decides what follows: a transient cause is retried, a spec problem waits
-// for the spec (or a watched object) to change.
-kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
-                              const api::ObjectMeta& meta,
-                              const std::vector<api::Condition>& before,
-                              std::vector<api::Condition> conditions, const Readiness& ready,
-                              kube::ReconcileOutcome next, const json& extra = json::object()) {
-  if (auto published = rt.publish(type, meta, before, std::move(conditions), ready, extra);
-      !published) {
-    return fail("writing status: " + published.error().message);
-  }
-  return next;
-}
-
-// Decodes a resource and applies defaults and validation; nullopt after reporting InvalidSpec.
-template <typename T>
-std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::Document& doc,
-                      api::Decoded<T> (*decode)(const json&)) {
-  auto decoded = decode(doc.doc);
-  api::FieldErrors errors;
-  if (decoded) {
-    api::apply_defaults(*decoded);
-    errors = api::validate(*decoded);
-  } else {
-    errors = decoded.error();
-  }
-  if (errors.empty()) {
-    return std::move(*decoded);
-  }
-  // The webhook refuses such objects; one written around it stays as it is until fixed.
-  (void)report(rt, type, meta_of(doc), conditions_of(doc), conditions_of(doc),
-               {false, "InvalidSpec", api::join(errors)}, settled());
-  return std::nullopt;
-}
-
-kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
-                                 std::map<std::string, json>* stored) {
-  for (const auto& object : objects) {
-    auto applied = rt.apply(object);
-    if (!applied) {
-      return fail("applying " + object.value("kind", "") + " " +
-                  object["metadata"].value("name", "") + ": " + applied.error().message);
-    }
-    if (stored != nullptr) {
-      (*stored)[object.value("kind", "") + "/" + object["metadata"].value("name", "")] = *applied;
-    }
-  }
-  return settled();
-}
-
-int64_t status_int(const json& object, const char* field) {
-  const auto status = object.find("status");
-  if (status == object.end() || !status->is_object()) {
-    return 0;
-  }
-  const auto it = status->find(field);
-  return it != status->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
-std::optional<api::Controller> controller_of(const ResourceCache& cache, const std::string& ns,
-                                             const std::string& name) {
-  auto doc = cache.get(resources::controllers(), kube::object_key(ns, name));
-  if (!doc) {
-    return std::nullopt;
-  }
-  auto decoded = api::decode_controller(doc->doc);
-  if (!decoded) {
-    return std::nullopt;
-  }
-  api::apply_defaults(*decoded);
-  return std::move(*decoded);
-}
-
-std::string key_hash(const std::string& key) {
-  return key.empty() ? "" : build::sha256_hex(key);
-}
-
-}  // namespace
 
 // ---- Controller.
 
@@ -275,13 +166,11 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     auto diag = client->diag();
     if (diag) {
       reachable = true;
-      set_condition(
-          conditions,
-          {"SlurmReachable", "True", "Responding",
-           "slurmctld answered through " + url + " (" + std::to_string(diag->jobs_running) +
-               " jobs running, " + std::to_string(diag->jobs_pending) + " pending)",
-           c.metadata.generation, ""},
-          Runtime::now());
+      // No job counts in the message: a status write every check would follow them.
+      set_condition(conditions,
+                    {"SlurmReachable", "True", "Responding", "slurmctld answered through " + url,
+                     c.metadata.generation, ""},
+                    Runtime::now());
       next = after(period);
     } else {
       const bool refused = diag.error().kind == slurm::ErrorKind::kUnauthorized;

@@ -41,8 +41,10 @@ const kube::ResourceType& service_monitors() {
 }
 
 const kube::ResourceType* for_object(const std::string& api_version, const std::string& kind) {
-  const std::array<const kube::ResourceType*, 12> known = {
+  const std::array<const kube::ResourceType*, 14> known = {
       &kube::resources::config_maps(),
+      &kube::resources::pods(),
+      &kube::resources::controller_revisions(),
       &kube::resources::secrets(),
       &kube::resources::services(),
       &kube::resources::stateful_sets(),

@@ -140,7 +140,7 @@ std::string Runtime::slurmrestd_url(const std::string& service, const std::strin
 kube::Result<Done> Runtime::publish(const kube::ResourceType& type, const api::ObjectMeta& meta,
                                     const std::vector<api::Condition>& before,
                                     std::vector<api::Condition> conditions, const Readiness& ready,
-                                    const json& extra_status) {
+                                    const json& extra_status, bool extra_changed) {
   const std::string stamp = now();
   set_condition(
       conditions,
@@ -166,7 +166,7 @@ kube::Result<Done> Runtime::publish(const kube::ResourceType& type, const api::O
                                      {"reason", ready.reason},
                                      {"message", ready.message}});
   }
-  if (!transition && conditions == before && extra_status.empty()) {
+  if (!transition && conditions == before && (extra_status.empty() || !extra_changed)) {
     return Done{};
   }
   json status = extra_status;

@@ -66,11 +66,14 @@ class Runtime {
 
   // Sets Ready (and `conditions`, already set by the caller) on the object's status with
   // observedGeneration, writes status through the status subresource when anything changed,
-  // and records an Event when Ready's status or reason changed.
+  // and records an Event when Ready's status or reason changed. `extra_status` (the other status
+  // fields, all of them: what is left out is removed) counts as a change unless
+  // `extra_changed` is false.
   kube::Result<Done> publish(const kube::ResourceType& type, const api::ObjectMeta& meta,
                              const std::vector<api::Condition>& before,
                              std::vector<api::Condition> conditions, const Readiness& ready,
-                             const nlohmann::json& extra_status = nlohmann::json::object());
+                             const nlohmann::json& extra_status = nlohmann::json::object(),
+                             bool extra_changed = true);
 
   static std::string now();
 

@@ -2,10 +2,47 @@
 
 namespace tightrope::op {
 
+namespace {
+
+struct FeedAndClient {
+  FeedAndClient(std::shared_ptr<slurm::Client> c, const slurm::FeedOptions& options)
+      : client(std::move(c)), feed(*client, options) {}
+  std::shared_ptr<slurm::Client> client;
+  slurm::ChangeFeed feed;
+};
+
+}  // namespace
+
+SlurmClients::~SlurmClients() {
+  stop();
+}
+
+void SlurmClients::set_listener(ChangeListener listener) {
+  std::lock_guard lock(mu_);
+  listener_ = std::move(listener);
+}
+
+void SlurmClients::set_feed_period(std::chrono::milliseconds period) {
+  std::lock_guard lock(mu_);
+  feed_period_ = period;
+}
+
 std::shared_ptr<slurm::Client> SlurmClients::get(const std::string& key) const {
   std::lock_guard lock(mu_);
   const auto it = clients_.find(key);
   return it == clients_.end() ? nullptr : it->second.client;
+}
+
+std::shared_ptr<slurm::ChangeFeed> SlurmClients::feed(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  const auto it = clients_.find(key);
+  return it == clients_.end() ? nullptr : it->second.feed;
+}
+
+void SlurmClients::stop_feed(Entry& entry) {
+  if (entry.feed) {
+    entry.feed->stop();
+  }
 }
 
 std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, const std::string& url,
@@ -16,6 +53,7 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
   if (entry.client && entry.url == url && entry.key_name == key_name) {
     return entry.client;
   }
+  stop_feed(entry);
   slurm::ClientOptions options;
   options.url = url;
   // Reconciles wait on these calls: fail in seconds and let the work queue retry.
@@ -24,13 +62,42 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
   // The operator acts as SlurmUser; tokens are short and minted again at 80 %.
   auto tokens = std::make_shared<slurm::MintingTokenSource>(std::move(jwt_key), key_name, "slurm",
                                                             std::chrono::minutes(15));
-  entry = {url, key_name, std::make_shared<slurm::Client>(options, tokens)};
+  auto client = std::make_shared<slurm::Client>(options, tokens);
+  std::shared_ptr<slurm::ChangeFeed> feed;
+  if (listener_) {
+    // Its own client: a feed request never waits behind a reconcile's, nor one behind it.
+    auto feed_client = std::make_shared<slurm::Client>(options, tokens);
+    slurm::FeedOptions feed_options;
+    feed_options.period = feed_period_;
+    feed_options.follow_jobs = true;
+    feed_options.max_backoff = std::chrono::milliseconds(10000);
+    // The feed refers to its client: both live in one block, the feed destroyed first.
+    auto both = std::make_shared<FeedAndClient>(feed_client, feed_options);
+    feed = std::shared_ptr<slurm::ChangeFeed>(both, &both->feed);
+    const ChangeListener listener = listener_;
+    feed->subscribe([listener, key](const std::vector<slurm::NodeEvent>&) { listener(key); });
+    feed->subscribe_jobs([listener, key](const std::vector<slurm::JobEvent>&) { listener(key); });
+    feed->subscribe_health([listener, key](const slurm::FeedHealth&) { listener(key); });
+    feed->start();
+  }
+  entry = {url, key_name, std::move(client), std::move(feed)};
   return entry.client;
 }
 
 void SlurmClients::erase(const std::string& key) {
   std::lock_guard lock(mu_);
-  clients_.erase(key);
+  const auto it = clients_.find(key);
+  if (it != clients_.end()) {
+    stop_feed(it->second);
+    clients_.erase(it);
+  }
+}
+
+void SlurmClients::stop() {
+  std::lock_guard lock(mu_);
+  for (auto& [key, entry] : clients_) {
+    stop_feed(entry);
+  }
 }
 
 }  // namespace tightrope::op

@@ -1,35 +1,62 @@
 // One Slurm REST client per Controller, shared by the reconcilers that talk to its cluster (the
-// Controller's own, and the NodeSet controller's). A client exists while the Controller has a
-// RestApi to reach; its JWT is minted by the operator from the Controller's auth/jwt key.
+// Controller's own, and the NodeSet controller's), and the cluster's change feed: slurmrestd
+// asked about once a second what changed (nodes and jobs), which is how the NodeSet controller
+// hears of Slurm's side without polling it per NodeSet. A client exists while the Controller
+// has a RestApi to reach; its JWT is minted by the operator from the Controller's auth/jwt key.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "slurm/client.hpp"
+#include "slurm/feed.hpp"
 #include "slurm/token.hpp"
 
 namespace tightrope::op {
 
 class SlurmClients {
  public:
+  // Told the Controller's key when its cluster's nodes or jobs changed or the feed's health did.
+  // Runs on the feed's thread: it should only enqueue.
+  using ChangeListener = std::function<void(const std::string& controller_key)>;
+
+  SlurmClients() = default;
+  ~SlurmClients();
+  SlurmClients(const SlurmClients&) = delete;
+  SlurmClients& operator=(const SlurmClients&) = delete;
+
+  // Set before the first ensure(); with none, no feed runs.
+  void set_listener(ChangeListener listener);
+  // The period of every feed (tests and benchmarks shorten or lengthen it).
+  void set_feed_period(std::chrono::milliseconds period);
+
   // The client of Controller `key` ("namespace/name"), or null when it has none.
   std::shared_ptr<slurm::Client> get(const std::string& key) const;
+  // Its change feed, or null.
+  std::shared_ptr<slurm::ChangeFeed> feed(const std::string& key) const;
   // The client for this URL: kept when it exists for the same URL and key source, else made
-  // anew. `key_name` names the key's Secret in errors.
+  // anew (with its feed). `key_name` names the key's Secret in errors.
   std::shared_ptr<slurm::Client> ensure(const std::string& key, const std::string& url,
                                         slurm::KeyLoader jwt_key, const std::string& key_name);
   void erase(const std::string& key);
+  // Stops every feed (before the listener's target goes away).
+  void stop();
 
  private:
   struct Entry {
     std::string url;
     std::string key_name;
     std::shared_ptr<slurm::Client> client;
+    std::shared_ptr<slurm::ChangeFeed> feed;
   };
+  static void stop_feed(Entry& entry);
+
   mutable std::mutex mu_;
+  ChangeListener listener_;
+  std::chrono::milliseconds feed_period_{1000};
   std::map<std::string, Entry> clients_;
 };
 

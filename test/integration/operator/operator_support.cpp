@@ -266,4 +266,18 @@ std::string OperatorProcess::log() const {
   return s.str();
 }
 
+std::string condition(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
+                      const std::string& name, const std::string& type_name) {
+  auto doc = client.get(type, ns, name);
+  if (!doc) {
+    return "";
+  }
+  for (const auto& c : doc->value("/status/conditions"_json_pointer, nlohmann::json::array())) {
+    if (c.value("type", "") == type_name) {
+      return c.value("status", "") + "/" + c.value("reason", "");
+    }
+  }
+  return "";
+}
+
 }  // namespace tightrope::op::testing

@@ -50,6 +50,10 @@ class OperatorProcess {
   int metrics_port_ = 0;
 };
 
+// "<status>/<reason>" of a condition of a resource ("" while it has none).
+std::string condition(kube::Client& client, const kube::ResourceType& type, const std::string& ns,
+                      const std::string& name, const std::string& type_name = "Ready");
+
 int free_port();
 // HTTP GET on 127.0.0.1; the status (0 when nothing answered) and body.
 std::pair<long, std::string> http_get(const std::string& url,

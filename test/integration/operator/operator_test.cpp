@@ -119,16 +119,7 @@ class OperatorTest : public ::testing::Test {
   // Ready's reason of a resource ("" while it has none).
   std::string ready_reason(const kube::ResourceType& type, const std::string& name,
                            const std::string& condition = "Ready") {
-    auto doc = get(type, name);
-    if (!doc) {
-      return "";
-    }
-    for (const auto& c : doc->value("/status/conditions"_json_pointer, json::array())) {
-      if (c.value("type", "") == condition) {
-        return c.value("status", "") + "/" + c.value("reason", "");
-      }
-    }
-    return "";
+    return testing::condition(*client_, type, ns_, name, condition);
   }
 
   std::string slurm_conf() {

@@ -7,11 +7,13 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "api/codec.hpp"
+#include "api/defaults.hpp"
 
 namespace tightrope::api {
 
@@ -49,6 +51,17 @@ inline void PrintTo(const Kind& kind, std::ostream* os) {
   *os << kind.name;
 }
 const Kind* find_kind(std::string_view name);
+
+// A decoded resource with its defaults applied; throws std::runtime_error listing the decode
+// errors (tests build their inputs from literals that must decode).
+template <typename T>
+T decoded(Decoded<T> result) {
+  if (!result) {
+    throw std::runtime_error(join(result.error()));
+  }
+  apply_defaults(*result);
+  return std::move(*result);
+}
 
 // deploy/crds/slinky.slurm.net_<plural>.yaml as JSON.
 nlohmann::json load_crd(const Kind& kind);

@@ -283,6 +283,16 @@ TEST(ValidateNodeSet, PartitionConfigIsOneLine) {
   EXPECT_THAT(validate(n), NamesFields(Fields{"spec.partition.config"}));
 }
 
+TEST(ValidateNodeSet, ExtraConfIsKeyValueWordsWithValues) {
+  auto n = valid_nodeset();
+  n.spec.extra_conf = "Weight=10 Features=gpu";
+  EXPECT_THAT(validate(n), NamesFields(Fields{}));
+  for (const char* bad : {"Topology= Weight=1", "Weight", "=5"}) {
+    n.spec.extra_conf = bad;
+    EXPECT_THAT(validate(n), NamesFields(Fields{"spec.extraConf"})) << bad;
+  }
+}
+
 TEST(ValidateNodeSet, SshNeedsAnSssdConf) {
   auto n = valid_nodeset();
   n.spec.ssh.enabled = true;

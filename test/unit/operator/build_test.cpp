@@ -30,14 +30,7 @@ json yaml(const std::string& text) {
   return docs.empty() ? json() : docs.front();
 }
 
-template <typename T>
-T decoded(api::Decoded<T> result) {
-  if (!result) {
-    throw std::runtime_error(api::join(result.error()));
-  }
-  api::apply_defaults(*result);
-  return std::move(*result);
-}
+using api::testing::decoded;
 
 // A minimal valid Controller "slurm/slurm"; tests change what they are about.
 api::Controller controller() {

@@ -1,0 +1,329 @@
+#include "operator/build/nodeset.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "api/codec.hpp"
+#include "api/well_known.hpp"
+#include "operator/build/common.hpp"
+#include "operator/build/controller.hpp"
+
+namespace tightrope::op::build {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kWorkerToleration = "nodeset.slinky.slurm.net/worker";
+
+json nodeset_owner_reference(const api::NodeSet& n, bool controller) {
+  json ref = owner_reference({"NodeSet", n.metadata.name, n.metadata.uid});
+  if (!controller) {
+    ref["controller"] = false;
+    ref["blockOwnerDeletion"] = false;
+  }
+  return ref;
+}
+
+// Sorted by name: the shared objects do not change when the NodeSets are listed in another order.
+json shared_owner_references(const std::vector<api::NodeSet>& nodesets) {
+  std::vector<const api::NodeSet*> sorted;
+  sorted.reserve(nodesets.size());
+  for (const auto& n : nodesets) {
+    sorted.push_back(&n);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const api::NodeSet* a, const api::NodeSet* b) {
+    return a->metadata.name < b->metadata.name;
+  });
+  json refs = json::array();
+  for (const auto* n : sorted) {
+    refs.push_back(nodeset_owner_reference(*n, false));
+  }
+  return refs;
+}
+
+json worker_labels(const api::Controller& c) {
+  json labels = component_labels("slurmd", c.metadata.name, "worker");
+  labels[api::kLabelCluster] = c.metadata.name;
+  return labels;
+}
+
+}  // namespace
+
+std::string nodeset_padded_ordinal(const api::NodeSet& n, int64_t ordinal) {
+  std::string digits = std::to_string(ordinal);
+  const auto width = static_cast<size_t>(std::max<int64_t>(n.spec.ordinal_padding, 0));
+  if (digits.size() < width) {
+    digits.insert(0, width - digits.size(), '0');
+  }
+  return digits;
+}
+
+std::string nodeset_pod_name(const api::NodeSet& n, int64_t ordinal) {
+  std::string name = n.metadata.name;
+  name += '-';
+  name += nodeset_padded_ordinal(n, ordinal);
+  return name;
+}
+
+std::string nodeset_pod_hostname(const api::NodeSet& n, int64_t ordinal) {
+  const auto it = n.spec.template_.spec.find("hostname");
+  if (it == n.spec.template_.spec.end() || !it->is_string() || it->get<std::string>().empty()) {
+    return nodeset_pod_name(n, ordinal);
+  }
+  return it->get<std::string>() + nodeset_padded_ordinal(n, ordinal);
+}
+
+int64_t nodeset_pod_ordinal(const api::NodeSet& n, const std::string& pod_name) {
+  const std::string& prefix = n.metadata.name;
+  if (pod_name.size() <= prefix.size() + 1 || !pod_name.starts_with(prefix) ||
+      pod_name[prefix.size()] != '-') {
+    return -1;
+  }
+  const char* begin = pod_name.data() + prefix.size() + 1;
+  const char* end = pod_name.data() + pod_name.size();
+  int64_t ordinal = -1;
+  const auto [at, ec] = std::from_chars(begin, end, ordinal);
+  return ec == std::errc() && at == end && ordinal >= 0 ? ordinal : -1;
+}
+
+std::string worker_service_name(const api::Controller& c) {
+  return "slurm-workers-" + c.metadata.name;
+}
+
+std::string worker_pdb_name(const api::Controller& c) {
+  return "slurm-workers-pdb-" + c.metadata.name;
+}
+
+Result<std::string, std::string> slurmd_conf(const api::NodeSet& n) {
+  std::map<std::string, std::string> settings;
+  std::string features = n.slurm_name();
+  std::istringstream words(n.spec.extra_conf);
+  std::string word;
+  while (words >> word) {
+    const auto eq = word.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return fail("spec.extraConf: \"" + word + "\" is not Key=Value");
+    }
+    const std::string key = word.substr(0, eq);
+    std::string value = word.substr(eq + 1);
+    if (value.empty()) {
+      return fail("spec.extraConf: " + key +
+                  "= has no value (Slurm would read the next word as its value)");
+    }
+    if (key == "Features" || key == "Feature") {
+      features += ',';
+      features += value;
+      continue;
+    }
+    settings[key] = std::move(value);
+  }
+  settings["Features"] = features;
+  std::string conf;
+  for (const auto& [key, value] : settings) {
+    if (!conf.empty()) {
+      conf += ' ';
+    }
+    conf += key;
+    conf += '=';
+    conf += value;
+  }
+  return conf;
+}
+
+json nodeset_revision_data(const api::NodeSet& n, const NodeSetInputs& in) {
+  const json spec = api::encode(n).at("spec");
+  json data = json::object();
+  for (const char* field : {"template", "slurmd", "logfile", "ssh", "extraConf", "ordinalPadding",
+                            "oversubscribeNode"}) {
+    if (spec.contains(field)) {
+      data[field] = spec.at(field);
+    }
+  }
+  // Where slurmd finds slurmctld is in every pod's arguments: moving it rolls the workers.
+  data["confServer"] = controller_conf_server(in.controller);
+  return {{"spec", data}};
+}
+
+std::string nodeset_revision_name(const api::NodeSet& n, const NodeSetInputs& in) {
+  return n.metadata.name + "-" + sha256_hex(nodeset_revision_data(n, in).dump()).substr(0, 10);
+}
+
+json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in, int64_t revision) {
+  json labels = component_labels("slurmd", n.metadata.name, "worker");
+  labels[api::kLabelCluster] = n.spec.controller_ref.name;
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "ControllerRevision"},
+          {"metadata", object_meta(nodeset_revision_name(n, in), n.metadata.namespace_name, labels,
+                                   {"NodeSet", n.metadata.name, n.metadata.uid})},
+          {"data", nodeset_revision_data(n, in)},
+          {"revision", revision}};
+}
+
+Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
+                                            int64_t ordinal) {
+  auto conf = slurmd_conf(n);
+  if (!conf) {
+    return fail(conf.error());
+  }
+  const api::Controller& c = in.controller;
+  const std::string name = nodeset_pod_name(n, ordinal);
+  const std::string hostname = nodeset_pod_hostname(n, ordinal);
+  json labels = component_labels("slurmd", n.metadata.name, "worker");
+  labels[api::kLabelCluster] = c.metadata.name;
+  labels[api::kLabelNodeSetPodName] = name;
+  labels[api::kLabelNodeSetPodIndex] = nodeset_padded_ordinal(n, ordinal);
+  labels[api::kLabelNodeSetPodHostname] = hostname;
+  labels[api::kLabelNodeSetScalingMode] = n.spec.scaling_mode;
+  labels["controller-revision-hash"] = nodeset_revision_name(n, in);
+
+  const auto env_from_limit = [](const char* var, const char* resource, const char* divisor) {
+    json ref = json::object();
+    ref["containerName"] = "slurmd";
+    ref["resource"] = resource;
+    ref["divisor"] = divisor;
+    json entry = json::object();
+    entry["name"] = var;
+    entry["valueFrom"]["resourceFieldRef"] = ref;
+    return entry;
+  };
+  // The hostname is known here, so the hook names it: no shell substitution to go wrong.
+  const std::string terminating = "scontrol update nodename=" + hostname + " state=down reason='" +
+                                  std::string(api::kReasonPrefix) + "Pod is terminating'";
+  // Built a part at a time: deeply nested initializer lists of json cost compilers and
+  // clang-tidy minutes.
+  json env = json::array();
+  env.push_back(env_from_limit("POD_CPUS", "limits.cpu", "1"));
+  env.push_back(env_from_limit("POD_MEMORY", "limits.memory", "1Mi"));
+  json topology_ref = json::object();
+  topology_ref["fieldPath"] =
+      "metadata.annotations['" + std::string(api::kAnnotationNodeTopologySpec) + "']";
+  json topology = json::object();
+  topology["name"] = "SLINKY_TOPOLOGY";
+  topology["valueFrom"]["fieldRef"] = topology_ref;
+  env.push_back(topology);
+
+  const auto http_probe = [](const char* path) {
+    json probe = json::object();
+    probe["httpGet"]["path"] = path;
+    probe["httpGet"]["port"] = "slurmd";
+    return probe;
+  };
+  json container = json::object();
+  container["name"] = "slurmd";
+  container["image"] = slurm_image("slurmd");
+  container["args"] =
+      json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", *conf});
+  container["env"] = env;
+  json port = json::object();
+  port["name"] = "slurmd";
+  port["containerPort"] = kSlurmdPort;
+  port["protocol"] = "TCP";
+  container["ports"] = json::array({port});
+  json startup = http_probe("/livez");
+  startup["periodSeconds"] = 10;
+  startup["failureThreshold"] = 6;
+  container["startupProbe"] = startup;
+  container["livenessProbe"] = http_probe("/livez");
+  container["readinessProbe"] = http_probe("/readyz");
+  container["securityContext"]["privileged"] = true;
+  container["securityContext"]["capabilities"]["add"] =
+      json::array({"BPF", "NET_ADMIN", "SYS_ADMIN", "SYS_NICE"});
+  container["lifecycle"]["preStop"]["exec"]["command"] =
+      json::array({"/bin/sh", "-c", terminating});
+  json mount = json::object();
+  mount["name"] = "slurm-etc";
+  mount["mountPath"] = "/etc/slurm";
+  container["volumeMounts"] = json::array({mount});
+  container = merge_over(container, n.spec.slurmd);
+
+  const std::string workers = worker_service_name(c);
+  json base = json::object();
+  base["hostname"] = hostname;
+  base["subdomain"] = workers;
+  base["dnsConfig"]["searches"] =
+      json::array({workers + "." + n.metadata.namespace_name + ".svc.cluster.local"});
+  base["enableServiceLinks"] = false;
+  base["automountServiceAccountToken"] = false;
+  json toleration = json::object();
+  toleration["key"] = kWorkerToleration;
+  toleration["operator"] = "Exists";
+  toleration["effect"] = "NoExecute";
+  base["tolerations"] = json::array({toleration});
+  base["containers"] = json::array({container});
+  json key_item = json::object();
+  key_item["key"] = c.spec.slurm_key_ref.key;
+  key_item["path"] = "slurm.key";
+  json key_source = json::object();
+  key_source["secret"]["name"] = c.spec.slurm_key_ref.name;
+  key_source["secret"]["items"] = json::array({key_item});
+  json volume = json::object();
+  volume["name"] = "slurm-etc";
+  volume["projected"]["defaultMode"] = 0600;
+  volume["projected"]["sources"] = json::array({key_source});
+  base["volumes"] = json::array({volume});
+  if (!n.spec.oversubscribe_node) {
+    // One slurmd per Kubernetes node, whatever its NodeSet: two would fight over the node.
+    json term = json::object();
+    term["labelSelector"]["matchLabels"][std::string(api::kLabelName)] = "slurmd";
+    term["topologyKey"] = "kubernetes.io/hostname";
+    base["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        json::array({term});
+  }
+  json pod = pod_template(labels, {{"kubectl.kubernetes.io/default-container", "slurmd"}}, base,
+                          n.spec.template_);
+  // The template's hostname is a prefix: the pod's own is the prefix and ordinal.
+  pod["spec"]["hostname"] = hostname;
+  json& meta = pod["metadata"];
+  meta["name"] = name;
+  meta["namespace"] = n.metadata.namespace_name;
+  meta["ownerReferences"] = json::array({nodeset_owner_reference(n, true)});
+  return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod["spec"]}};
+}
+
+json build_worker_service(const api::Controller& c, const std::vector<api::NodeSet>& nodesets) {
+  json labels = worker_labels(c);
+  json meta = {{"name", worker_service_name(c)},
+               {"namespace", c.metadata.namespace_name},
+               {"labels", labels},
+               {"ownerReferences", shared_owner_references(nodesets)}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata", meta},
+          {"spec",
+           {{"clusterIP", "None"},
+            // Names resolve while a slurmd starts: slurmctld reaches nodes by name at once.
+            {"publishNotReadyAddresses", true},
+            {"selector", {{api::kLabelName, "slurmd"}, {api::kLabelCluster, c.metadata.name}}},
+            {"ports", json::array({{{"name", "slurmd"},
+                                    {"port", kSlurmdPort},
+                                    {"targetPort", "slurmd"},
+                                    {"protocol", "TCP"}}})}}}};
+}
+
+json build_worker_pdb(const api::Controller& c, const std::vector<api::NodeSet>& nodesets) {
+  json meta = {{"name", worker_pdb_name(c)},
+               {"namespace", c.metadata.namespace_name},
+               {"labels", worker_labels(c)},
+               {"ownerReferences", shared_owner_references(nodesets)}};
+  return {
+      {"apiVersion", "policy/v1"},
+      {"kind", "PodDisruptionBudget"},
+      {"metadata", meta},
+      {"spec",
+       {{"maxUnavailable", 0},
+        {"selector",
+         {{"matchLabels",
+           {{api::kLabelNodeSetPodProtect, "true"}, {api::kLabelCluster, c.metadata.name}}}}}}}};
+}
+
+json pod_info(const api::NodeSet& n, const std::string& pod_name, const std::string& kube_node) {
+  return {{"namespace", n.metadata.namespace_name},
+          {"podName", pod_name},
+          {"node", kube_node},
+          {"nodeSetName", n.metadata.name},
+          {"nodeSetUID", n.metadata.uid}};
+}
+
+}  // namespace tightrope::op::build

@@ -1,0 +1,64 @@
+// What a NodeSet becomes: one slurmd pod per ordinal (the operator manages pods itself, no
+// StatefulSet underneath), the ControllerRevision that names the pods' current template, and the
+// per-cluster worker Service and disruption budget that every NodeSet of a Controller shares.
+// Pure: the reconciler decides which ordinals exist and applies what comes out.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "api/types.hpp"
+#include "base/result.hpp"
+
+namespace tightrope::op::build {
+
+struct NodeSetInputs {
+  api::Controller controller;
+};
+
+// "<nodeset>-<ordinal>", the ordinal zero-padded to spec.ordinalPadding digits.
+std::string nodeset_padded_ordinal(const api::NodeSet& n, int64_t ordinal);
+std::string nodeset_pod_name(const api::NodeSet& n, int64_t ordinal);
+// The pod's hostname and so its Slurm node name: the template's hostname (a prefix) followed by
+// the padded ordinal, else the pod's name.
+std::string nodeset_pod_hostname(const api::NodeSet& n, int64_t ordinal);
+// The ordinal in a NodeSet pod's name, or -1 when the name is not "<nodeset>-<digits>".
+int64_t nodeset_pod_ordinal(const api::NodeSet& n, const std::string& pod_name);
+
+// Shared by every NodeSet of a Controller: the headless Service that gives worker pods DNS
+// names, and the PodDisruptionBudget that keeps evictions off pods running jobs.
+std::string worker_service_name(const api::Controller& c);  // slurm-workers-<controller>
+std::string worker_pdb_name(const api::Controller& c);      // slurm-workers-pdb-<controller>
+
+// The `--conf` of a dynamic slurmd: Features=<slurm name>[,extraConf features] and the other
+// extraConf Key=Value words, sorted by key. An empty value is refused (an empty Topology=
+// swallows the next word in Slurm), as is a word without '='.
+Result<std::string, std::string> slurmd_conf(const api::NodeSet& n);
+
+// What decides a pod's revision: its template and everything else the pod is built from.
+nlohmann::json nodeset_revision_data(const api::NodeSet& n, const NodeSetInputs& in);
+// "<nodeset>-<10 hex digits of its hash>": the ControllerRevision's name and the pods'
+// controller-revision-hash label.
+std::string nodeset_revision_name(const api::NodeSet& n, const NodeSetInputs& in);
+nlohmann::json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in,
+                                         int64_t revision);
+
+// The pod of one ordinal. Fails only when extraConf is malformed.
+Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,
+                                                      const NodeSetInputs& in, int64_t ordinal);
+
+// Owned by every NodeSet of the cluster (non-controller references): the Service and budget go
+// when the last NodeSet goes.
+nlohmann::json build_worker_service(const api::Controller& c,
+                                    const std::vector<api::NodeSet>& nodesets);
+nlohmann::json build_worker_pdb(const api::Controller& c,
+                                const std::vector<api::NodeSet>& nodesets);
+
+// The JSON kept in a Slurm node's comment to link it to its pod (the keys Slinky writes).
+nlohmann::json pod_info(const api::NodeSet& n, const std::string& pod_name,
+                        const std::string& kube_node);
+
+}  // namespace tightrope::op::build

@@ -1,0 +1,847 @@
+#include "operator/nodeset.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <tuple>
+
+#include "api/codec.hpp"
+#include "api/well_known.hpp"
+#include "base/log.hpp"
+#include "kube/time.hpp"
+#include "operator/build/nodeset.hpp"
+#include "operator/conditions.hpp"
+#include "operator/reconcile_support.hpp"
+#include "operator/resources.hpp"
+#include "slurm/hostlist.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kConditionPrefix = "SlurmNodeState";
+constexpr size_t kMaxCreatesPerReconcile = 250;
+constexpr std::chrono::seconds kUnregisteredGrace{120};
+constexpr std::string_view kFeaturePrefix = "k8s/";
+
+int phase_rank(const std::string& phase) {
+  if (phase == "Pending") {
+    return 0;
+  }
+  if (phase == "Running") {
+    return 2;
+  }
+  return 1;  // Unknown
+}
+
+// "NOT_RESPONDING" -> "NotResponding".
+std::string camel(const std::string& word) {
+  std::string out;
+  bool upper = true;
+  for (const char ch : word) {
+    if (ch == '_') {
+      upper = true;
+      continue;
+    }
+    out.push_back(upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch)))
+                        : static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    upper = false;
+  }
+  return out;
+}
+
+std::string annotation(const json& object, std::string_view key) {
+  const json* annotations = nullptr;
+  if (const auto meta = object.find("metadata"); meta != object.end()) {
+    if (const auto it = meta->find("annotations"); it != meta->end() && it->is_object()) {
+      annotations = &*it;
+    }
+  }
+  if (annotations == nullptr) {
+    return "";
+  }
+  const auto it = annotations->find(std::string(key));
+  return it != annotations->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string label(const json& object, std::string_view key) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end()) {
+    return "";
+  }
+  const auto labels = meta->find("labels");
+  if (labels == meta->end() || !labels->is_object()) {
+    return "";
+  }
+  const auto it = labels->find(std::string(key));
+  return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json* pod_condition(const json& pod, const std::string& type) {
+  const auto status = pod.find("status");
+  if (status == pod.end() || !status->contains("conditions")) {
+    return nullptr;
+  }
+  for (const auto& c : (*status)["conditions"]) {
+    if (c.value("type", "") == type) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
+  WorkerPod w;
+  const json& meta = pod["metadata"];
+  w.name = meta.value("name", "");
+  w.uid = meta.value("uid", "");
+  w.ordinal = build::nodeset_pod_ordinal(n, w.name);
+  w.created = meta.value("creationTimestamp", "");
+  w.terminating = meta.contains("deletionTimestamp");
+  const json spec = pod.value("spec", json::object());
+  w.kube_node = spec.value("nodeName", "");
+  w.hostname = spec.value("hostname", w.name);
+  w.revision = label(pod, "controller-revision-hash");
+  w.phase = pod.value("/status/phase"_json_pointer, std::string("Pending"));
+  if (const json* ready = pod_condition(pod, "Ready")) {
+    w.ready = ready->value("status", "") == "True";
+    w.ready_since = ready->value("lastTransitionTime", "");
+  }
+  w.cordoned = annotation(pod, api::kAnnotationPodCordon) == "true";
+  const std::string cost = annotation(pod, api::kAnnotationPodDeletionCost);
+  int64_t value = 0;
+  if (!cost.empty()) {
+    const auto [end, ec] = std::from_chars(cost.data(), cost.data() + cost.size(), value);
+    if (ec == std::errc() && end == cost.data() + cost.size()) {
+      w.deletion_cost = value;
+    }
+  }
+  return w;
+}
+
+// The latest end of the running jobs on each node.
+std::map<std::string, slurm::Time> job_deadlines(const std::map<int64_t, slurm::Job>& jobs) {
+  std::map<std::string, slurm::Time> out;
+  for (const auto& [id, job] : jobs) {
+    if (!job.has("RUNNING") && !job.has("COMPLETING") && !job.has("SUSPENDED")) {
+      continue;
+    }
+    slurm::Time end = slurm::Time::max();
+    if (job.time_limit && job.start_time) {
+      end = *job.start_time + *job.time_limit;
+    }
+    const auto names = slurm::expand_hostlist(job.nodes);
+    if (!names) {
+      continue;
+    }
+    for (const auto& name : *names) {
+      auto [it, inserted] = out.emplace(name, end);
+      if (!inserted) {
+        it->second = std::max(it->second, end);
+      }
+    }
+  }
+  return out;
+}
+
+std::string pod_key(const std::string& ns, const std::string& pod) {
+  return ns + "/" + pod;
+}
+
+std::string with_prefix(const std::string& text) {
+  return std::string(api::kReasonPrefix) + text;
+}
+
+// Control characters dropped, at most `limit` characters.
+std::string sanitized(const std::string& text, size_t limit) {
+  std::string out;
+  for (const char ch : text) {
+    if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) {
+      out.push_back(ch);
+    }
+    if (out.size() >= limit) {
+      break;
+    }
+  }
+  return out;
+}
+
+// The reason of a drain for deletion: "pending termination" marks a pod the operator is
+// taking away, so a later reconcile (or a restarted operator) knows it from Slurm alone.
+std::string condemned_reason(const std::string& key, const std::string& why) {
+  return with_prefix("Pod (" + key + ") is pending termination for " + why);
+}
+
+bool condemned_in_slurm(const slurm::Node& node) {
+  return node.drain() && operator_reason(node.reason) &&
+         node.reason.find("is pending termination") != std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> node_features(const std::string& spec,
+                                       const std::vector<std::string>& current) {
+  std::vector<std::string> out;
+  for (const auto& f : current) {
+    if (!f.starts_with(kFeaturePrefix)) {
+      out.push_back(f);
+    }
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) {
+      comma = spec.size();
+    }
+    std::string word = spec.substr(start, comma - start);
+    word.erase(0, word.find_first_not_of(' '));
+    word.erase(word.find_last_not_of(' ') + 1);
+    if (!word.empty()) {
+      std::string feature = std::string(kFeaturePrefix) + word;
+      if (std::find(out.begin(), out.end(), feature) == out.end()) {
+        out.push_back(std::move(feature));
+      }
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool condemn_before(const WorkerPod& a, const WorkerPod& b) {
+  const bool a_assigned = !a.kube_node.empty();
+  const bool b_assigned = !b.kube_node.empty();
+  if (a_assigned != b_assigned) {
+    return !a_assigned;
+  }
+  if (phase_rank(a.phase) != phase_rank(b.phase)) {
+    return phase_rank(a.phase) < phase_rank(b.phase);
+  }
+  if (a.ready != b.ready) {
+    return !a.ready;
+  }
+  if (a.deletion_cost != b.deletion_cost) {
+    return a.deletion_cost < b.deletion_cost;
+  }
+  const slurm::Time a_deadline = a.deadline.value_or(slurm::Time::min());
+  const slurm::Time b_deadline = b.deadline.value_or(slurm::Time::min());
+  if (a_deadline != b_deadline) {
+    return a_deadline < b_deadline;
+  }
+  if (a.cordoned != b.cordoned) {
+    return a.cordoned;
+  }
+  if (a.ordinal != b.ordinal) {
+    return a.ordinal > b.ordinal;
+  }
+  if (a.ready_since != b.ready_since) {
+    return a.ready_since > b.ready_since;
+  }
+  return std::tie(a.created, a.name) > std::tie(b.created, b.name);
+}
+
+int64_t max_unavailable(const json& value, int64_t replicas) {
+  int64_t out = 1;
+  if (value.is_number_integer()) {
+    out = value.get<int64_t>();
+  } else if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    int64_t percent = 0;
+    if (!text.empty() && text.back() == '%') {
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size() - 1, percent);
+      if (ec == std::errc() && end == text.data() + text.size() - 1) {
+        out = (percent * replicas + 99) / 100;
+      }
+    }
+  }
+  return std::max<int64_t>(out, 1);
+}
+
+std::vector<std::string> slurm_condition_types(const slurm::Node& node) {
+  std::vector<std::string> out;
+  out.push_back(std::string(kConditionPrefix) + camel(node.base_state()));
+  for (const auto& flag : node.flags()) {
+    // How the node was made says nothing about its health.
+    if (flag == "DYNAMIC_NORM" || flag == "DYNAMIC_FUTURE" || flag == "CLOUD") {
+      continue;
+    }
+    out.push_back(std::string(kConditionPrefix) + camel(flag));
+  }
+  return out;
+}
+
+bool slurm_drained(const slurm::Node& node) {
+  return node.drain() && !node.has("UNDRAIN") && !node.busy();
+}
+
+std::string cordon_reason(const json& kube_node, const std::string& key) {
+  const std::string given = sanitized(annotation(kube_node, api::kAnnotationNodeCordonReason), 256);
+  if (!given.empty()) {
+    return with_prefix(given);
+  }
+  const std::string node = kube_node["metadata"].value("name", "");
+  return with_prefix("Node (" + node + ") was cordoned, Pod (" + key + ") must be cordoned");
+}
+
+bool operator_reason(const std::string& reason) {
+  return reason.starts_with(api::kReasonPrefix);
+}
+
+kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
+  const kube::ResourceType& type = resources::nodesets();
+  const auto doc = cache_.get(type, request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();
+  }
+  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset);
+  if (!loaded) {
+    return settled();
+  }
+  const api::NodeSet& n = *loaded;
+  const std::string& ns = n.metadata.namespace_name;
+  const std::vector<api::Condition> before = conditions_of(*doc);
+  std::vector<api::Condition> conditions = before;
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, n.metadata, before, conditions, ready, std::move(next));
+  };
+  const kube::ObjectReference self{type.api_version(), type.kind, ns, n.metadata.name,
+                                   n.metadata.uid};
+
+  const auto controller = controller_of(cache_, ns, n.spec.controller_ref.name);
+  if (!controller) {
+    return not_ready({false, "ControllerNotFound",
+                      "Controller " + ns + "/" + n.spec.controller_ref.name +
+                          " (spec.controllerRef) does not exist"},
+                     settled());
+  }
+  if (n.spec.scaling_mode != "StatefulSet") {
+    return not_ready({false, "UnsupportedScalingMode",
+                      "scalingMode " + n.spec.scaling_mode +
+                          " is not supported by this operator yet: use StatefulSet"},
+                     settled());
+  }
+  const build::NodeSetInputs in{*controller};
+  if (auto conf = build::slurmd_conf(n); !conf) {
+    return not_ready({false, "InvalidConfig", conf.error()}, settled());
+  }
+
+  // What every NodeSet of the cluster shares.
+  std::vector<api::NodeSet> siblings;
+  for (const auto& d : cache_.list(type, ns)) {
+    auto sibling = api::decode_nodeset(d->doc);
+    if (sibling && !sibling->metadata.deleting &&
+        sibling->spec.controller_ref.name == controller->metadata.name) {
+      siblings.push_back(std::move(*sibling));
+    }
+  }
+  if (auto applied = apply_all(runtime_,
+                               {build::build_worker_service(*controller, siblings),
+                                build::build_worker_pdb(*controller, siblings)},
+                               nullptr);
+      !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+
+  // The current revision, kept as a ControllerRevision; older ones beyond the history limit go.
+  const std::string revision = build::nodeset_revision_name(n, in);
+  std::vector<std::pair<int64_t, std::string>> revisions;  // (number, name)
+  bool have_revision = false;
+  int64_t highest = 0;
+  for (const auto& r : cache_.list(kube::resources::controller_revisions(), ns)) {
+    const kube::OwnerReference* owner = r->meta.controller_ref();
+    if (owner == nullptr || owner->uid != n.metadata.uid) {
+      continue;
+    }
+    const int64_t number = r->doc.value("revision", int64_t{0});
+    highest = std::max(highest, number);
+    if (r->meta.name == revision) {
+      have_revision = true;
+    } else {
+      revisions.emplace_back(number, r->meta.name);
+    }
+  }
+  if (!have_revision) {
+    auto applied = runtime_.apply(build::build_controller_revision(n, in, highest + 1));
+    if (!applied) {
+      return not_ready({false, "ApplyFailed", "ControllerRevision: " + applied.error().message},
+                       retry());
+    }
+  }
+
+  // The pods, as the cache has them.
+  std::vector<json> pod_docs;
+  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+    const kube::OwnerReference* owner = p->meta.controller_ref();
+    if (owner != nullptr && owner->uid == n.metadata.uid) {
+      pod_docs.push_back(p->doc);
+    }
+  }
+  std::set<std::string> revisions_in_use = {revision};
+  for (const auto& pod : pod_docs) {
+    revisions_in_use.insert(label(pod, "controller-revision-hash"));
+  }
+  std::sort(revisions.begin(), revisions.end());
+  int64_t unused = 0;
+  for (const auto& [number, name] : revisions) {
+    unused += revisions_in_use.count(name) == 0 ? 1 : 0;
+  }
+  for (const auto& [number, name] : revisions) {
+    if (unused <= n.spec.revision_history_limit) {
+      break;
+    }
+    if (revisions_in_use.count(name) == 0) {
+      (void)runtime_.remove_owned(kube::resources::controller_revisions(), ns, name,
+                                  n.metadata.uid);
+      --unused;
+    }
+  }
+
+  // Slurm's side, from the cluster's change feed. Without a synced feed nothing is deleted.
+  const std::string cluster_key = kube::object_key(ns, controller->metadata.name);
+  const auto feed = runtime_.slurm().feed(cluster_key);
+  const auto client = runtime_.slurm().get(cluster_key);
+  std::string slurm_problem;
+  bool slurm_waiting = false;  // a new feed: not a failure, but nothing is known yet
+  if (!feed || !client) {
+    slurm_problem = "the operator has no Slurm client for Controller " + cluster_key +
+                    " (it needs a RestApi and a jwtKeyRef)";
+  } else if (const auto health = feed->health();
+             !health.synced && health.consecutive_failures == 0) {
+    slurm_problem = "waiting for slurmrestd's first answer";
+    slurm_waiting = true;
+  } else if (!health.synced || health.consecutive_failures > 0) {
+    slurm_problem = "slurmrestd does not answer: " +
+                    (health.last_error ? health.last_error->message : std::string("not yet read"));
+  }
+  const bool slurm_ok = slurm_problem.empty();
+  std::map<std::string, slurm::Node> nodes;
+  std::map<std::string, slurm::Time> deadlines;
+  if (slurm_ok) {
+    nodes = feed->snapshot();
+    deadlines = job_deadlines(feed->jobs());
+  }
+
+  std::vector<WorkerPod> pods;
+  std::map<std::string, const json*> doc_of;
+  for (const auto& pod : pod_docs) {
+    WorkerPod w = worker_pod(n, pod);
+    if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
+      w.deadline = it->second;
+    }
+    doc_of[w.name] = &pod;
+    pods.push_back(std::move(w));
+  }
+  const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
+    const auto it = nodes.find(w.hostname);
+    return it == nodes.end() ? nullptr : &it->second;
+  };
+
+  std::vector<std::string> blocked;   // why a pod that should go cannot
+  std::vector<std::string> draining;  // pods waiting for their jobs
+  std::string blocked_reason;
+  const auto block = [&](const std::string& reason, const std::string& message) {
+    if (blocked_reason.empty()) {
+      blocked_reason = reason;
+    }
+    blocked.push_back(message);
+  };
+  const auto delete_pod = [&](const WorkerPod& w, const std::string& why) -> bool {
+    kube::DeleteOptions options;
+    options.precondition_uid = w.uid;
+    auto removed = runtime_.kube().remove(kube::resources::pods(), ns, w.name, options);
+    if (!removed && removed.error().kind != kube::ErrorKind::kNotFound) {
+      block("DeleteFailed", "deleting pod " + w.name + ": " + removed.error().message);
+      return false;
+    }
+    runtime_.events().normal(self, "DeletedPod", "Deleted pod " + w.name + ": " + why);
+    log::info("nodeset.pod_deleted", {{"nodeset", request.key()}, {"pod", w.name}, {"why", why}});
+    return true;
+  };
+  const auto set_pod_cordon = [&](const WorkerPod& w, bool on) {
+    if (w.cordoned == on) {
+      return;
+    }
+    (void)runtime_.kube().patch(
+        kube::resources::pods(), ns, w.name, kube::PatchType::kMerge,
+        {{"metadata",
+          {{"annotations", {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}});
+  };
+
+  // Pods whose slurmd has exited hold no job: they are replaced.
+  std::vector<WorkerPod> active;
+  int64_t terminating = 0;
+  for (const auto& w : pods) {
+    if (w.terminating) {
+      ++terminating;
+    } else if (w.phase == "Failed" || w.phase == "Succeeded") {
+      if (delete_pod(w, "its slurmd exited (phase " + w.phase + ")")) {
+        ++terminating;
+      }
+    } else {
+      active.push_back(w);
+    }
+  }
+
+  // Which pods go: the excess over replicas, then (RollingUpdate) old revisions within the
+  // unavailability budget. A pod already being drained for deletion keeps its place.
+  const int64_t want = n.spec.replicas.value_or(1);
+  std::sort(active.begin(), active.end(), [&](const WorkerPod& a, const WorkerPod& b) {
+    const slurm::Node* na = node_of(a);
+    const slurm::Node* nb = node_of(b);
+    const bool ca = na != nullptr && condemned_in_slurm(*na);
+    const bool cb = nb != nullptr && condemned_in_slurm(*nb);
+    if (ca != cb) {
+      return ca;
+    }
+    return condemn_before(a, b);
+  });
+  std::map<std::string, std::string> condemned;  // pod -> "scale-in" | "update"
+  const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(active.size()) - want);
+  for (int64_t i = 0; i < excess; ++i) {
+    condemned[active[static_cast<size_t>(i)].name] = "scale-in";
+  }
+  if (n.spec.update_strategy.type == "RollingUpdate") {
+    int64_t unavailable = std::max<int64_t>(0, want - static_cast<int64_t>(active.size()));
+    int64_t in_progress = 0;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0) {
+        continue;
+      }
+      const slurm::Node* node = node_of(w);
+      if (w.revision != revision && node != nullptr && condemned_in_slurm(*node)) {
+        ++in_progress;
+      } else if (!w.ready) {
+        ++unavailable;
+      }
+    }
+    int64_t budget = max_unavailable(n.spec.update_strategy.max_unavailable, want) - unavailable;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      const slurm::Node* node = node_of(w);
+      const bool started = node != nullptr && condemned_in_slurm(*node);
+      // An old pod that is not ready is unavailable already: replacing it costs nothing.
+      if (started || !w.ready) {
+        condemned[w.name] = "update";
+      } else if (budget - in_progress > 0) {
+        condemned[w.name] = "update";
+        --budget;
+      }
+    }
+  }
+
+  // Drain, wait, delete. Fail-closed at every step where Slurm's answer is missing.
+  for (const auto& w : active) {
+    const auto it = condemned.find(w.name);
+    if (it == condemned.end()) {
+      continue;
+    }
+    const std::string& why = it->second;
+    if (w.kube_node.empty() || w.phase == "Pending") {
+      delete_pod(w, "not running yet (" + why + ")");
+      continue;
+    }
+    if (!slurm_ok) {
+      block(slurm_waiting ? "WaitingForSlurm" : "SlurmUnreachable",
+            "pod " + w.name + " kept: " + slurm_problem);
+      continue;
+    }
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr) {
+      if (w.ready) {
+        block("SlurmNodeNotFound", "pod " + w.name + " kept: Slurm has no node " + w.hostname +
+                                       ", so the operator cannot tell whether it runs jobs");
+      } else {
+        delete_pod(w, "its slurmd never registered (" + why + ")");
+      }
+      continue;
+    }
+    if (!node->drain()) {
+      const std::string reason = condemned_reason(pod_key(ns, w.name), why);
+      if (auto drained = client->drain(w.hostname, reason); !drained) {
+        block("SlurmUpdateFailed",
+              "draining " + w.hostname + " for pod " + w.name + ": " + drained.error().message);
+        continue;
+      }
+      set_pod_cordon(w, true);
+      runtime_.events().normal(self, "DrainingPod",
+                               "Draining Slurm node " + w.hostname + " of pod " + w.name +
+                                   " before deleting it (" + why + ")");
+      draining.push_back(w.name);
+      continue;
+    }
+    if (!slurm_drained(*node)) {
+      draining.push_back(w.name);
+      continue;
+    }
+    delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
+  }
+
+  // New pods in the lowest free ordinals. Pods on their way out (deleted just now included)
+  // still hold their names: their replacements wait for them to go.
+  const int64_t present = static_cast<int64_t>(active.size()) + terminating;
+  int64_t missing = want - present;
+  std::set<int64_t> taken;
+  for (const auto& w : pods) {
+    taken.insert(w.ordinal);
+  }
+  int64_t created = 0;
+  std::string create_problem;
+  for (int64_t ordinal = 0; missing > 0 && created < static_cast<int64_t>(kMaxCreatesPerReconcile);
+       ++ordinal) {
+    if (taken.count(ordinal) != 0) {
+      continue;
+    }
+    auto pod = build::build_nodeset_pod(n, in, ordinal);
+    if (!pod) {
+      create_problem = pod.error();
+      break;
+    }
+    auto made = runtime_.kube().create(kube::resources::pods(), ns, *pod);
+    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+      create_problem =
+          "creating pod " + build::nodeset_pod_name(n, ordinal) + ": " + made.error().message;
+      break;
+    }
+    ++created;
+    --missing;
+  }
+
+  // The pods that stay: Kubernetes cordons reach Slurm, Slurm's state reaches the pods.
+  const bool protect = n.spec.workload_disruption_protection.value_or(true);
+  int64_t ready = 0;
+  int64_t available = 0;
+  int64_t updated = 0;
+  int64_t slurm_idle = 0;
+  int64_t slurm_allocated = 0;
+  int64_t slurm_down = 0;
+  int64_t slurm_drain = 0;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& w : active) {
+    const bool going = condemned.count(w.name) != 0;
+    if (w.ready) {
+      ++ready;
+      const auto since = kube::parse_time(w.ready_since);
+      if (!since || *since + std::chrono::seconds(n.spec.min_ready_seconds) <= now) {
+        ++available;
+      }
+    }
+    if (w.revision == revision) {
+      ++updated;
+    }
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr) {
+      // Ready (slurmd answers) yet unknown to a Slurm that answers: slurmd registered nowhere
+      // this cluster sees. It holds no job; after a grace period it is replaced.
+      const auto since = kube::parse_time(w.ready_since);
+      if (slurm_ok && !going && w.ready && since && *since + kUnregisteredGrace <= now) {
+        runtime_.events().warning(self, "SlurmNodeNotRegistered",
+                                  "Pod " + w.name + " has been ready for " +
+                                      std::to_string(kUnregisteredGrace.count()) +
+                                      " s but Slurm has no node " + w.hostname + ": replacing it");
+        delete_pod(w, "Slurm never registered its node " + w.hostname);
+      }
+      continue;
+    }
+    const std::string base = node->base_state();
+    slurm_idle += base == "IDLE" ? 1 : 0;
+    slurm_allocated += base == "ALLOCATED" || base == "MIXED" ? 1 : 0;
+    slurm_down += base == "DOWN" ? 1 : 0;
+    slurm_drain += node->drain() ? 1 : 0;
+
+    if (!going && !w.kube_node.empty() && w.phase == "Running") {
+      const std::string key = pod_key(ns, w.name);
+      const auto kube_node = cache_.get(kube::resources::nodes(), w.kube_node);
+      const bool cordoned =
+          kube_node && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
+      const bool admin = !node->reason.empty() && !operator_reason(node->reason);
+      if (cordoned && !admin) {
+        const std::string reason = cordon_reason(kube_node->doc, key);
+        if (!node->drain() || node->reason != reason) {
+          if (auto drained = client->drain(w.hostname, reason); drained) {
+            runtime_.events().normal(self, "NodeCordon",
+                                     "Kubernetes node " + w.kube_node + " is cordoned: drained " +
+                                         w.hostname + " (pod " + w.name + ")");
+          } else {
+            block("SlurmUpdateFailed", "draining " + w.hostname + ": " + drained.error().message);
+          }
+        }
+        set_pod_cordon(w, true);
+      } else if (!cordoned) {
+        if (node->drain() && operator_reason(node->reason)) {
+          if (auto undrained = client->undrain(w.hostname); undrained) {
+            runtime_.events().normal(self, "NodeUncordon",
+                                     "Undrained " + w.hostname + " (pod " + w.name +
+                                         "): the operator's drain no longer applies");
+          } else {
+            block("SlurmUpdateFailed",
+                  "undraining " + w.hostname + ": " + undrained.error().message);
+          }
+        } else if (node->has("DOWN") && !node->has("NOT_RESPONDING") &&
+                   operator_reason(node->reason) && w.ready) {
+          // Down from a previous pod's preStop; this pod's slurmd runs.
+          (void)client->resume(w.hostname);
+        }
+        set_pod_cordon(w, false);
+      }
+      // The pod <-> node link, in the node's comment.
+      const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
+      slurm::NodeUpdate link;
+      if (node->comment != info) {
+        link.comment = info;
+      }
+      if (kube_node) {
+        const std::string topology = annotation(kube_node->doc, api::kAnnotationNodeTopologySpec);
+        // Never an empty topology: it would unset what the admin configured.
+        if (!topology.empty() && topology != node->topology) {
+          link.topology = topology;
+        }
+      }
+      if (kube_node) {
+        // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
+        // features (its NodeSet's, the admin's) stay.
+        const auto wanted = node_features(
+            annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec), node->features);
+        if (wanted != node->features) {
+          link.features = wanted;
+          link.active_features = node_features(
+              annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec), node->active_features);
+        }
+      }
+      if (link.comment || link.topology || link.features) {
+        (void)client->update_node(w.hostname, link);
+      }
+    }
+
+    // Slurm → the pod: conditions and the pod-protect label.
+    const json& pod = *doc_of[w.name];
+    const std::vector<std::string> want_types = slurm_condition_types(*node);
+    json patch_conditions = json::array();
+    std::set<std::string> have;
+    if (const auto status = pod.find("status");
+        status != pod.end() && status->contains("conditions")) {
+      for (const auto& c : (*status)["conditions"]) {
+        const std::string t = c.value("type", "");
+        if (!t.starts_with(kConditionPrefix)) {
+          continue;
+        }
+        have.insert(t);
+        const bool wanted = std::find(want_types.begin(), want_types.end(), t) != want_types.end();
+        if (!wanted) {
+          patch_conditions.push_back({{"type", t}, {"$patch", "delete"}});
+        } else if (c.value("message", "") != node->reason) {
+          patch_conditions.push_back({{"type", t},
+                                      {"status", "True"},
+                                      {"message", node->reason},
+                                      {"lastTransitionTime", c.value("lastTransitionTime", "")}});
+        }
+      }
+    }
+    for (const auto& t : want_types) {
+      if (have.count(t) == 0) {
+        patch_conditions.push_back({{"type", t},
+                                    {"status", "True"},
+                                    {"message", node->reason},
+                                    {"lastTransitionTime", Runtime::now()}});
+      }
+    }
+    if (!patch_conditions.empty()) {
+      (void)runtime_.kube().patch(kube::resources::pods(), ns, w.name,
+                                  kube::PatchType::kStrategicMerge,
+                                  {{"status", {{"conditions", patch_conditions}}}}, "status");
+    }
+    const bool protected_now = label(pod, api::kLabelNodeSetPodProtect) == "true";
+    const bool protect_wanted = protect && node->busy();
+    if (protected_now != protect_wanted) {
+      (void)runtime_.kube().patch(
+          kube::resources::pods(), ns, w.name, kube::PatchType::kMerge,
+          {{"metadata",
+            {{"labels",
+              {{api::kLabelNodeSetPodProtect, protect_wanted ? json("true") : json(nullptr)}}}}}});
+    }
+  }
+
+  // Status and readiness.
+  const auto replicas = static_cast<int64_t>(active.size());
+  json status = {{"replicas", replicas},
+                 {"readyReplicas", ready},
+                 {"availableReplicas", available},
+                 {"updatedReplicas", updated},
+                 {"unavailableReplicas", std::max<int64_t>(0, want - available)},
+                 {"desired", want},
+                 {"slurmIdle", slurm_idle},
+                 {"slurmAllocated", slurm_allocated},
+                 {"slurmDown", slurm_down},
+                 {"slurmDrain", slurm_drain},
+                 {"nodeSetHash", revision},
+                 {"selector", std::string(api::kLabelName) + "=slurmd," +
+                                  std::string(api::kLabelInstance) + "=" + n.metadata.name}};
+  const json old_status = doc->doc.value("status", json::object());
+  bool status_changed = false;
+  for (const auto& [k, v] : status.items()) {
+    if (!old_status.contains(k) || old_status[k] != v) {
+      status_changed = true;
+    }
+  }
+
+  const std::string stamp = Runtime::now();
+  if (blocked.empty()) {
+    set_condition(conditions,
+                  {"DeletionBlocked", "False", "NotBlocked", "", n.metadata.generation, ""}, stamp);
+  } else {
+    std::string message;
+    for (const auto& b : blocked) {
+      message += message.empty() ? "" : "; ";
+      message += b;
+    }
+    set_condition(conditions,
+                  {"DeletionBlocked", "True", blocked_reason, message, n.metadata.generation, ""},
+                  stamp);
+  }
+  set_condition(conditions,
+                {"SlurmReachable", slurm_ok ? "True" : (slurm_waiting ? "Unknown" : "False"),
+                 slurm_ok ? "Responding" : (slurm_waiting ? "NotYetRead" : "Unreachable"),
+                 slurm_ok ? "" : slurm_problem, n.metadata.generation, ""},
+                stamp);
+
+  Readiness readiness;
+  kube::ReconcileOutcome next = after(std::chrono::seconds(60));
+  if (!blocked.empty()) {
+    readiness = {false, slurm_waiting ? "WaitingForSlurm" : "DeletionBlocked",
+                 find_condition(conditions, "DeletionBlocked")->message};
+    next = after(std::chrono::seconds(5));
+  } else if (!create_problem.empty()) {
+    readiness = {false, "CreateFailed", create_problem};
+    next = retry();
+  } else if (!slurm_ok) {
+    readiness = {false, slurm_waiting ? "WaitingForSlurm" : "SlurmUnreachable", slurm_problem};
+    next = after(std::chrono::seconds(5));
+  } else if (!draining.empty()) {
+    std::string names;
+    for (const auto& d : draining) {
+      names += names.empty() ? "" : ", ";
+      names += d;
+    }
+    readiness = {false, "Draining", "waiting for the jobs on " + names + " to end"};
+    next = after(std::chrono::seconds(30));
+  } else if (replicas != want || ready != want || updated != want || terminating > 0) {
+    readiness = {false, "Progressing",
+                 std::to_string(ready) + " of " + std::to_string(want) + " pods ready, " +
+                     std::to_string(updated) + " at revision " + revision};
+    if (ready != available) {
+      next = after(std::chrono::seconds(n.spec.min_ready_seconds + 1));
+    }
+  } else {
+    readiness = {true, "AllReady", std::to_string(want) + " pods ready and registered in Slurm"};
+  }
+  if (auto published = runtime_.publish(type, n.metadata, before, std::move(conditions), readiness,
+                                        status, status_changed);
+      !published) {
+    return fail("writing status: " + published.error().message);
+  }
+  return next;
+}
+
+}  // namespace tightrope::op

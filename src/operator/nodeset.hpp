@@ -1,0 +1,84 @@
+// The NodeSet controller: slurmd pods managed directly (lowest free ordinal first), and the two
+// systems kept in step. Slurm → Kubernetes: each pod carries SlurmNodeState* conditions, busy
+// pods the pod-protect label, the NodeSet Slurm's counts. Kubernetes → Slurm: a cordoned node's
+// slurmd pods are drained, and undrained on uncordon when the drain was the operator's.
+//
+// A pod leaves only after its Slurm node is drained and idle (scale-in and updates alike), and
+// fail-closed: when Slurm cannot be asked, or does not know a running pod's node, nothing is
+// deleted and the NodeSet's ScaleIn condition says why. The cluster's Slurm change feed and the
+// Kubernetes watches enqueue NodeSets; the periodic resync is a safety net.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/types.hpp"
+#include "kube/controller.hpp"
+#include "operator/cache.hpp"
+#include "operator/runtime.hpp"
+#include "slurm/model.hpp"
+
+namespace tightrope::op {
+
+// What the controller needs to know of one of its pods.
+struct WorkerPod {
+  std::string name;
+  std::string uid;
+  int64_t ordinal = -1;
+  std::string phase;      // Pending, Running, Succeeded, Failed, Unknown
+  std::string kube_node;  // spec.nodeName; "" while unscheduled
+  std::string hostname;   // the Slurm node name
+  std::string revision;   // controller-revision-hash
+  bool ready = false;
+  std::string ready_since;  // the Ready condition's lastTransitionTime
+  std::string created;
+  bool terminating = false;
+  bool cordoned = false;  // annotation pod-cordon=true
+  int64_t deletion_cost = 0;
+  // The latest end of the jobs on its Slurm node: nullopt without jobs, time_point::max() when
+  // one has no time limit.
+  std::optional<slurm::Time> deadline;
+};
+
+// Slinky's scale-in order, first difference wins: unscheduled, then Pending < Unknown <
+// Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,
+// higher ordinal, more recently ready, newer. True when `a` goes before `b`.
+bool condemn_before(const WorkerPod& a, const WorkerPod& b);
+
+// maxUnavailable (an integer or "N%") of `replicas`, rounded up, at least 1.
+int64_t max_unavailable(const nlohmann::json& value, int64_t replicas);
+
+// The pod conditions that mirror a Slurm node: exactly one base state
+// (SlurmNodeStateIdle, ...Allocated, ...) and one per flag (...Drain, ...NotResponding, ...),
+// each True with Slurm's reason as message.
+std::vector<std::string> slurm_condition_types(const slurm::Node& node);
+
+// Drained: DRAIN and no work left. Only then may its pod go.
+bool slurm_drained(const slurm::Node& node);
+
+// The reason the operator gives Slurm for a cordoned Kubernetes node: the node's
+// node-cordon-reason annotation (control characters dropped, at most 256 characters), else a
+// default naming the node and pod. Always with the operator's prefix.
+std::string cordon_reason(const nlohmann::json& kube_node, const std::string& pod_key);
+// A Slurm node's features with the Kubernetes Node's features.slinky.slurm.net/spec ("a,b")
+// as k8s/a, k8s/b: features of its own (not k8s/) kept, in order, then the annotation's.
+std::vector<std::string> node_features(const std::string& spec,
+                                       const std::vector<std::string>& current);
+// True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
+bool operator_reason(const std::string& reason);
+
+class NodeSetReconciler : public kube::Reconciler {
+ public:
+  NodeSetReconciler(Runtime& runtime, const ResourceCache& cache)
+      : runtime_(runtime), cache_(cache) {}
+  kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  Runtime& runtime_;
+  const ResourceCache& cache_;
+};
+
+}  // namespace tightrope::op

@@ -1,0 +1,91 @@
+#include "operator/reconcile_support.hpp"
+
+#include "operator/build/common.hpp"
+#include "operator/resources.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+
+api::ObjectMeta meta_of(const kube::Document& doc) {
+  api::ObjectMeta meta;
+  meta.name = doc.meta.name;
+  meta.namespace_name = doc.meta.namespace_name;
+  meta.uid = doc.meta.uid;
+  meta.generation = doc.meta.generation;
+  return meta;
+}
+
+std::vector<api::Condition> conditions_of(const kube::Document& doc) {
+  const auto it = doc.doc.find("status");
+  if (it == doc.doc.end() || !it->is_object() || !it->contains("conditions")) {
+    return {};
+  }
+  return api::decode_conditions((*it)["conditions"]);
+}
+
+kube::ReconcileOutcome retry() {
+  return kube::ReconcileResult{true, {}};
+}
+kube::ReconcileOutcome after(std::chrono::milliseconds delay) {
+  return kube::ReconcileResult{false, delay};
+}
+kube::ReconcileOutcome settled() {
+  return kube::ReconcileResult{};
+}
+
+kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
+                              const api::ObjectMeta& meta,
+                              const std::vector<api::Condition>& before,
+                              std::vector<api::Condition> conditions, const Readiness& ready,
+                              kube::ReconcileOutcome next, const json& extra) {
+  if (auto published = rt.publish(type, meta, before, std::move(conditions), ready, extra);
+      !published) {
+    return fail("writing status: " + published.error().message);
+  }
+  return next;
+}
+
+kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
+                                 std::map<std::string, json>* stored) {
+  for (const auto& object : objects) {
+    auto applied = rt.apply(object);
+    if (!applied) {
+      return fail("applying " + object.value("kind", "") + " " +
+                  object["metadata"].value("name", "") + ": " + applied.error().message);
+    }
+    if (stored != nullptr) {
+      (*stored)[object.value("kind", "") + "/" + object["metadata"].value("name", "")] = *applied;
+    }
+  }
+  return settled();
+}
+
+int64_t status_int(const json& object, const char* field) {
+  const auto status = object.find("status");
+  if (status == object.end() || !status->is_object()) {
+    return 0;
+  }
+  const auto it = status->find(field);
+  return it != status->end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+std::optional<api::Controller> controller_of(const ResourceCache& cache, const std::string& ns,
+                                             const std::string& name) {
+  auto doc = cache.get(resources::controllers(), kube::object_key(ns, name));
+  if (!doc) {
+    return std::nullopt;
+  }
+  auto decoded = api::decode_controller(doc->doc);
+  if (!decoded) {
+    return std::nullopt;
+  }
+  api::apply_defaults(*decoded);
+  return std::move(*decoded);
+}
+
+std::string key_hash(const std::string& key) {
+  return key.empty() ? "" : build::sha256_hex(key);
+}
+
+}  // namespace tightrope::op

@@ -1,0 +1,473 @@
+// NodeSets on the bed: slurm-operator (the real binary) manages slurmd pods, the test-only pod
+// runner plays kubelet and runs a real slurmd for each, and the bed's real slurmctld (an
+// external Controller) is the cluster they join. Scale-in and updates drain first and never
+// take a pod with a running job; when Slurm cannot be asked nothing is deleted; cordons reach
+// Slurm and an administrator's drain is never undone.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <set>
+
+#include "../kube/kube_support.hpp"
+#include "../operator/operator_support.hpp"
+#include "nodeset/nodeset_support.hpp"
+#include "nodeset/pod_runner.hpp"
+#include "operator/resources.hpp"
+#include "slurm/client.hpp"
+#include "slurm/token.hpp"
+#include "testbed.hpp"
+
+namespace tightrope::op {
+namespace {
+
+using kube::testing::eventually;
+using kube::testing::field;
+using nlohmann::json;
+using testing::OperatorProcess;
+using testing::PodRunner;
+using ::tightrope::testing::TestBed;
+
+constexpr auto kConverge = std::chrono::seconds(60);
+
+class NodeSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    client_ = kube::testing::make_client();
+    testing::install_crds(*client_);
+    ns_ = kube::testing::fresh_namespace(*client_);
+    slurm::ClientOptions options;
+    options.url = TestBed::var("SLURMRESTD_URL");
+    slurm_ = std::make_unique<slurm::Client>(options, std::make_shared<slurm::MintingTokenSource>(
+                                                          TestBed::var("SLURM_JWT_KEY"), "slurm"));
+    runner_ = std::make_unique<PodRunner>(
+        *client_, testing::PodRunnerOptions{ns_,
+                                            {"bed-node-1", "bed-node-2", "bed-node-3", "bed-node-4",
+                                             "bed-node-5", "bed-node-6"},
+                                            TestBed::var("SLURM_ROOT"),
+                                            std::string(TestBed::var("TESTBED_DIR")) + "/logs"});
+    runner_->start();
+    testing::create_external_cluster(*client_, ns_);
+    op_ = std::make_unique<OperatorProcess>(ns_);
+    op_->start();
+  }
+
+  void TearDown() override {
+    if (HasFailure() && op_) {
+      std::cerr << "---- slurm-operator log\n" << op_->log() << "----\n";
+    }
+    op_.reset();
+    runner_.reset();
+    // The Slurm node records of this test's pods: the bed's slurmctld outlives the test.
+    if (auto nodes = slurm_->list_nodes()) {
+      for (const auto& n : nodes->list.nodes) {
+        if (n.name.starts_with(nodeset_ + "-")) {
+          (void)slurm_->delete_node(n.name);
+        }
+      }
+    }
+  }
+
+  void scale(int64_t replicas) {
+    auto scaled = client_->set_replicas(resources::nodesets(), ns_, nodeset_, replicas);
+    ASSERT_TRUE(scaled) << scaled.error().message;
+  }
+
+  std::vector<json> pods() {
+    kube::ListOptions options;
+    options.label_selector = "app.kubernetes.io/instance=" + nodeset_;
+    auto list = client_->list(kube::resources::pods(), ns_, options);
+    return list ? std::vector<json>(list->items.begin(), list->items.end()) : std::vector<json>{};
+  }
+
+  std::set<std::string> pod_names() {
+    std::set<std::string> out;
+    for (const auto& p : pods()) {
+      out.insert(p["metadata"].value("name", ""));
+    }
+    return out;
+  }
+
+  static bool has_condition(const json& pod, const std::string& type) {
+    for (const auto& c : pod.value("/status/conditions"_json_pointer, json::array())) {
+      if (c.value("type", "") == type && c.value("status", "") == "True") {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Every pod of the set Ready, its Slurm node idle, and the pod's conditions saying so.
+  bool all_ready_and_idle(size_t count) {
+    const auto list = pods();
+    if (list.size() != count) {
+      return false;
+    }
+    for (const auto& p : list) {
+      if (p["metadata"].contains("deletionTimestamp") || !has_condition(p, "Ready") ||
+          !has_condition(p, "SlurmNodeStateIdle")) {
+        return false;
+      }
+      auto node = slurm_node(p["spec"].value("hostname", ""));
+      if (!node || node->base_state() != "IDLE" || node->drain() || node->has("NOT_RESPONDING")) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::optional<slurm::Node> slurm_node(const std::string& name) {
+    auto node = slurm_->get_node(name);
+    return node ? std::optional<slurm::Node>(*node) : std::nullopt;
+  }
+
+  std::string nodeset_condition(const std::string& type) {
+    return testing::condition(*client_, resources::nodesets(), ns_, nodeset_, type);
+  }
+
+  // A batch job on one node that sleeps `seconds`.
+  int64_t submit_on(const std::string& node, int seconds) {
+    slurm::JobSubmission job;
+    job.name = "hold-" + node;
+    job.partition = TestBed::var("SLURM_PARTITION");
+    job.script = "#!/bin/sh\nsleep " + std::to_string(seconds) + "\n";
+    job.working_directory = TestBed::var("SLURM_JOB_DIR");
+    job.required_nodes = {node};
+    job.time_limit = std::chrono::minutes(5);
+    auto id = slurm_->submit_job(job);
+    EXPECT_TRUE(id) << (id ? "" : id.error().message);
+    return id ? *id : 0;
+  }
+
+  std::string job_state(int64_t id) {
+    auto job = slurm_->get_job(id);
+    return job && !job->state.empty() ? job->state.front() : "";
+  }
+
+  std::string uid_of(const std::string& pod) {
+    auto got = client_->get(kube::resources::pods(), ns_, pod);
+    return got ? (*got)["metadata"].value("uid", "") : "";
+  }
+
+  std::string revision_of(const std::string& pod) {
+    auto got = client_->get(kube::resources::pods(), ns_, pod);
+    return got ? field<std::string>(*got, "/metadata/labels/controller-revision-hash", "") : "";
+  }
+
+  // Every pod at the NodeSet's current revision, Ready and idle in Slurm.
+  bool rolled(size_t count) {
+    auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+    if (!doc || !all_ready_and_idle(count)) {
+      return false;
+    }
+    const auto current = field<std::string>(*doc, "/status/nodeSetHash", "");
+    for (const auto& p : pods()) {
+      if (field<std::string>(p, "/metadata/labels/controller-revision-hash", "") != current) {
+        return false;
+      }
+    }
+    return field<int64_t>(*doc, "/status/updatedReplicas", -1) == static_cast<int64_t>(count);
+  }
+
+  // What a failure message needs: each pod and its Slurm node, and the NodeSet's status.
+  std::string describe() {
+    std::string out;
+    for (const auto& p : pods()) {
+      const std::string host = p["spec"].value("hostname", "");
+      auto node = slurm_node(host);
+      out += p["metadata"].value("name", "") +
+             " rev=" + field<std::string>(p, "/metadata/labels/controller-revision-hash", "") +
+             (p["metadata"].contains("deletionTimestamp") ? " terminating" : "") +
+             (has_condition(p, "Ready") ? " ready" : " not-ready") + " slurm=";
+      if (node) {
+        for (const auto& w : node->state) {
+          out += w + "+";
+        }
+        out += " reason=" + node->reason;
+      }
+      out += "\n";
+    }
+    if (auto doc = client_->get(resources::nodesets(), ns_, nodeset_)) {
+      out += doc->value("status", json::object()).dump();
+    }
+    return out;
+  }
+
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<slurm::Client> slurm_;
+  std::unique_ptr<PodRunner> runner_;
+  std::unique_ptr<OperatorProcess> op_;
+  std::string ns_;
+  std::string nodeset_ = kube::testing::unique_name("ns");
+};
+
+TEST_F(NodeSetTest, RollingUpdateWaitsForTheRunningJob) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  const std::string busy = nodeset_ + "-0";
+  const std::string busy_uid = uid_of(busy);
+  const int64_t job = submit_on(busy, 15);
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "RUNNING"; }, kConverge));
+  const std::string old_revision = revision_of(busy);
+
+  // A new slurmd image: every pod must be replaced, one at a time (maxUnavailable 1).
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"slurmd", {{"image", "registry.local/slurmd:next"}}}}}}));
+  while (job_state(job) == "RUNNING") {
+    EXPECT_EQ(uid_of(busy), busy_uid) << "the pod running a job was replaced";
+    EXPECT_LE(pods().size(), 2U);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(job_state(job), "COMPLETED");
+  ASSERT_TRUE(eventually([&] { return rolled(2); }, kConverge)) << describe();
+  EXPECT_NE(revision_of(busy), old_revision);
+}
+
+TEST_F(NodeSetTest, OperatorKilledMidRolloutConvergesWithoutDuplicates) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 3);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(3); }, kConverge));
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"slurmd", {{"image", "registry.local/slurmd:next"}}}}}}));
+  // Kill it once the rollout has begun (a drain or a deletion under way).
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& p : pods()) {
+          if (p["metadata"].contains("deletionTimestamp") ||
+              p.value("/metadata/annotations/nodeset.slinky.slurm.net~1pod-cordon"_json_pointer,
+                      std::string()) == "true") {
+            return true;
+          }
+        }
+        return false;
+      },
+      kConverge));
+  op_->kill_hard();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  op_->start();
+  const auto deadline = std::chrono::steady_clock::now() + kConverge;
+  while (!rolled(3) && std::chrono::steady_clock::now() < deadline) {
+    EXPECT_LE(pods().size(), 3U) << "more pods than replicas";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(rolled(3)) << describe();
+  EXPECT_EQ(pod_names(),
+            std::set<std::string>({nodeset_ + "-0", nodeset_ + "-1", nodeset_ + "-2"}));
+}
+
+TEST_F(NodeSetTest, ScalesZeroToThreeToFiveToTwoWithIdleNodes) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 0);
+  ASSERT_TRUE(eventually([&] { return nodeset_condition("Ready") == "True/AllReady"; }, kConverge))
+      << nodeset_condition("Ready");
+  EXPECT_TRUE(pods().empty());
+
+  scale(3);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(3); }, kConverge));
+  EXPECT_EQ(pod_names(),
+            std::set<std::string>({nodeset_ + "-0", nodeset_ + "-1", nodeset_ + "-2"}));
+
+  scale(5);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(5); }, kConverge));
+
+  scale(2);
+  // Idle nodes go: highest ordinals first, each drained before its pod is deleted.
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  EXPECT_EQ(pod_names(), std::set<std::string>({nodeset_ + "-0", nodeset_ + "-1"}));
+  auto gone = slurm_node(nodeset_ + "-4");
+  ASSERT_TRUE(gone);
+  EXPECT_TRUE(gone->drain());
+  EXPECT_NE(gone->reason.find("slurm-operator: "), std::string::npos) << gone->reason;
+
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+        return doc && field<int64_t>(*doc, "/status/replicas", -1) == 2 &&
+               field<int64_t>(*doc, "/status/readyReplicas", -1) == 2 &&
+               field<int64_t>(*doc, "/status/slurmIdle", -1) == 2 &&
+               nodeset_condition("Ready") == "True/AllReady";
+      },
+      kConverge));
+  // The pod <-> node link is in the node's comment.
+  auto linked = slurm_node(nodeset_ + "-0");
+  ASSERT_TRUE(linked);
+  const json info = json::parse(linked->comment, nullptr, false);
+  EXPECT_EQ(info.value("podName", ""), nodeset_ + "-0");
+  EXPECT_EQ(info.value("namespace", ""), ns_);
+}
+
+TEST_F(NodeSetTest, ScaleInWaitsForTheJobOnTheVictim) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  const std::string victim = nodeset_ + "-0";
+  // The lowest deletion cost makes -0 the victim, although -1 has the higher ordinal.
+  ASSERT_TRUE(client_->patch(
+      kube::resources::pods(), ns_, victim, kube::PatchType::kMerge,
+      {{"metadata", {{"annotations", {{"nodeset.slinky.slurm.net/pod-deletion-cost", "-100"}}}}}}));
+  const int64_t job = submit_on(victim, 15);
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "RUNNING"; }, kConverge));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& p : pods()) {
+          if (p["metadata"]["name"] == victim) {
+            return p.value("/metadata/labels/nodeset.slinky.slurm.net~1pod-protect"_json_pointer,
+                           std::string()) == "true";
+          }
+        }
+        return false;
+      },
+      kConverge))
+      << "a pod running a job carries the pod-protect label";
+
+  scale(1);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(victim);
+        return node && node->drain() &&
+               node->reason.find("pending termination for scale-in") != std::string::npos;
+      },
+      kConverge));
+  EXPECT_TRUE(
+      eventually([&] { return nodeset_condition("Ready") == "False/Draining"; }, kConverge));
+  // While the job runs the pod stays.
+  while (job_state(job) == "RUNNING") {
+    EXPECT_EQ(pod_names().count(victim), 1U) << "deleted while its job ran";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(job_state(job), "COMPLETED");
+  ASSERT_TRUE(eventually([&] { return pod_names() == std::set<std::string>({nodeset_ + "-1"}); },
+                         kConverge));
+  EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+}
+
+TEST_F(NodeSetTest, NothingIsDeletedWhileSlurmCannotBeAsked) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  const pid_t restd = TestBed::pid_of("slurmrestd");
+  ASSERT_EQ(::kill(restd, SIGTERM), 0);
+  ASSERT_TRUE(eventually([&] { return ::tightrope::testing::process_gone(restd); }, kConverge));
+  scale(1);
+  ASSERT_TRUE(eventually(
+      [&] { return nodeset_condition("DeletionBlocked") == "True/SlurmUnreachable"; }, kConverge))
+      << nodeset_condition("DeletionBlocked");
+  EXPECT_EQ(nodeset_condition("Ready"), "False/DeletionBlocked");
+  // Well past several retries: both pods stay.
+  std::this_thread::sleep_for(std::chrono::seconds(12));
+  EXPECT_EQ(pod_names().size(), 2U);
+  EXPECT_TRUE(op_->running()) << "the operator must not crash";
+
+  ASSERT_EQ(TestBed::up(), 0);
+  EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  EXPECT_TRUE(eventually([&] { return nodeset_condition("DeletionBlocked") == "False/NotBlocked"; },
+                         kConverge));
+}
+
+TEST_F(NodeSetTest, CordonDrainsUncordonUndrainsAndAdminDrainsStay) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  std::map<std::string, std::string> node_of;
+  for (const auto& p : pods()) {
+    node_of[p["metadata"].value("name", "")] = p["spec"].value("nodeName", "");
+  }
+  const std::string first = nodeset_ + "-0";
+  const std::string second = nodeset_ + "-1";
+  // An administrator drains -1 in Slurm.
+  ASSERT_TRUE(slurm_->drain(second, "admin: bad DIMM"));
+
+  const auto cordon = [&](const std::string& node, bool on) {
+    ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", node, kube::PatchType::kMerge,
+                               {{"spec", {{"unschedulable", on ? json(true) : json(nullptr)}}}}));
+  };
+  cordon(node_of[first], true);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(first);
+        return node && node->drain() &&
+               node->reason == "slurm-operator: Node (" + node_of[first] + ") was cordoned, Pod (" +
+                                   ns_ + "/" + first + ") must be cordoned";
+      },
+      kConverge));
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& p : pods()) {
+          if (p["metadata"]["name"] == first) {
+            return has_condition(p, "SlurmNodeStateDrain");
+          }
+        }
+        return false;
+      },
+      kConverge))
+      << "the drain shows on the pod";
+  cordon(node_of[first], false);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(first);
+        return node && !node->drain();
+      },
+      kConverge));
+  // Cordon and uncordon the admin-drained pod's node: reconciles come and go, the drain stays.
+  cordon(node_of[second], true);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  cordon(node_of[second], false);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  auto admin = slurm_node(second);
+  ASSERT_TRUE(admin);
+  EXPECT_TRUE(admin->drain());
+  EXPECT_EQ(admin->reason, "admin: bad DIMM");
+  ASSERT_TRUE(slurm_->undrain(second));
+}
+
+TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().front()["spec"].value("nodeName", "");
+  ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+                             {{"metadata",
+                               {{"annotations",
+                                 {{"topology.slinky.slurm.net/spec", "topo-switch:s1"},
+                                  {"features.slinky.slurm.net/spec", "fast,nvme"}}}}}}));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        if (!node) {
+          return false;
+        }
+        const auto& f = node->features;
+        return node->topology.find("topo-switch:s1") != std::string::npos &&
+               std::find(f.begin(), f.end(), "k8s/fast") != f.end() &&
+               std::find(f.begin(), f.end(), "k8s/nvme") != f.end() &&
+               std::find(f.begin(), f.end(), nodeset_) != f.end();
+      },
+      kConverge))
+      << describe();
+  // The features go with the annotation; the NodeSet's own stay.
+  ASSERT_TRUE(client_->patch(
+      kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+      {{"metadata", {{"annotations", {{"features.slinky.slurm.net/spec", nullptr}}}}}}));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && node->features == std::vector<std::string>({nodeset_, "tb"});
+      },
+      kConverge));
+  ASSERT_TRUE(client_->patch(
+      kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+      {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", nullptr}}}}}}));
+}
+
+TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string name = nodeset_ + "-0";
+  const std::string uid = pods().front()["metadata"].value("uid", "");
+  ASSERT_TRUE(client_->remove(kube::resources::pods(), ns_, name));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto list = pods();
+        return list.size() == 1 && list.front()["metadata"].value("uid", "") != uid;
+      },
+      kConverge));
+  // The new pod's slurmd registers the same node, which comes back from the preStop's DOWN.
+  EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+}
+
+}  // namespace
+}  // namespace tightrope::op

@@ -1,0 +1,265 @@
+// The NodeSet's pure parts: pod names and ordinals, the slurmd arguments, revisions, the pod
+// built for an ordinal, the shared Service and budget, the scale-in order, maxUnavailable, the
+// pod conditions that mirror a Slurm node, and the reasons the operator gives Slurm.
+#include "operator/build/nodeset.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../api/support.hpp"
+#include "api/codec.hpp"
+#include "api/defaults.hpp"
+#include "api/well_known.hpp"
+#include "operator/nodeset.hpp"
+
+namespace tightrope::op {
+namespace {
+
+using nlohmann::json;
+
+using api::testing::decoded;
+
+api::Controller controller() {
+  return decoded(api::decode_controller(api::testing::yaml_to_json(R"(
+apiVersion: slinky.slurm.net/v1beta1
+kind: Controller
+metadata: {name: slurm, namespace: hpc, uid: c-uid}
+spec:
+  slurmKeyRef: {name: slurm-key, key: slurm.key}
+  jwtKeyRef: {name: jwt-key, key: jwt.key}
+)")
+                                            .front()));
+}
+
+api::NodeSet nodeset(const std::string& extra_yaml = "") {
+  return decoded(api::decode_nodeset(api::testing::yaml_to_json(R"(
+apiVersion: slinky.slurm.net/v1beta1
+kind: NodeSet
+metadata: {name: cpu, namespace: hpc, uid: n-uid}
+spec:
+  controllerRef: {name: slurm}
+  replicas: 2
+)" + extra_yaml)
+                                         .front()));
+}
+
+TEST(NodeSetNames, PaddedOrdinalsAndHostnames) {
+  api::NodeSet n = nodeset("  ordinalPadding: 3\n");
+  EXPECT_EQ(build::nodeset_pod_name(n, 7), "cpu-007");
+  EXPECT_EQ(build::nodeset_pod_hostname(n, 7), "cpu-007");
+  EXPECT_EQ(build::nodeset_pod_ordinal(n, "cpu-007"), 7);
+  EXPECT_EQ(build::nodeset_pod_ordinal(n, "cpu-x"), -1);
+  EXPECT_EQ(build::nodeset_pod_ordinal(n, "cpux-1"), -1);
+  EXPECT_EQ(build::nodeset_pod_ordinal(n, "cpu-"), -1);
+
+  api::NodeSet named = nodeset("  template:\n    spec: {hostname: node-}\n");
+  EXPECT_EQ(build::nodeset_pod_hostname(named, 12), "node-12");
+  EXPECT_EQ(build::nodeset_pod_name(named, 12), "cpu-12");
+}
+
+TEST(NodeSetSlurmd, ConfMergesFeaturesAndSortsKeys) {
+  api::NodeSet n = nodeset("  extraConf: \"Weight=10 Features=gpu,fast CPUs=4\"\n");
+  auto conf = build::slurmd_conf(n);
+  ASSERT_TRUE(conf) << conf.error();
+  EXPECT_EQ(*conf, "CPUs=4 Features=cpu,gpu,fast Weight=10");
+}
+
+TEST(NodeSetSlurmd, ConfRefusesEmptyValuesAndBareWords) {
+  auto empty = build::slurmd_conf(nodeset("  extraConf: \"Topology= Weight=1\"\n"));
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error().find("Topology= has no value"), std::string::npos);
+  auto bare = build::slurmd_conf(nodeset("  extraConf: \"Weight\"\n"));
+  ASSERT_FALSE(bare);
+  EXPECT_NE(bare.error().find("\"Weight\" is not Key=Value"), std::string::npos);
+}
+
+TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
+  const api::Controller c = controller();
+  const api::NodeSet n = nodeset();
+  auto built = build::build_nodeset_pod(n, {c}, 1);
+  ASSERT_TRUE(built) << built.error();
+  const json& pod = *built;
+  EXPECT_EQ(pod["metadata"]["name"], "cpu-1");
+  const json& labels = pod["metadata"]["labels"];
+  EXPECT_EQ(labels[std::string(api::kLabelNodeSetPodIndex)], "1");
+  EXPECT_EQ(labels[std::string(api::kLabelNodeSetPodHostname)], "cpu-1");
+  EXPECT_EQ(labels[std::string(api::kLabelCluster)], "slurm");
+  EXPECT_EQ(labels["controller-revision-hash"], build::nodeset_revision_name(n, {c}));
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], "n-uid");
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["controller"], true);
+  EXPECT_EQ(pod["spec"]["hostname"], "cpu-1");
+  EXPECT_EQ(pod["spec"]["subdomain"], "slurm-workers-slurm");
+  const json& slurmd = pod["spec"]["containers"][0];
+  EXPECT_EQ(slurmd["args"],
+            json({"-Z", "--conf-server", "slurm-controller.hpc:6817", "--conf", "Features=cpu"}));
+  // Never an empty Topology= in the arguments.
+  EXPECT_EQ(slurmd["args"].dump().find("Topology"), std::string::npos);
+  EXPECT_NE(slurmd["lifecycle"]["preStop"]["exec"]["command"][2].get<std::string>().find(
+                "nodename=cpu-1 state=down reason='slurm-operator: Pod is terminating'"),
+            std::string::npos);
+  // One slurmd per Kubernetes node unless oversubscribed.
+  EXPECT_TRUE(pod["spec"].contains("affinity"));
+  auto over = build::build_nodeset_pod(nodeset("  oversubscribeNode: true\n"), {c}, 0);
+  ASSERT_TRUE(over);
+  EXPECT_FALSE((*over)["spec"].contains("affinity"));
+}
+
+TEST(NodeSetPod, UsersTemplateMergesButIdentityWins) {
+  const api::Controller c = controller();
+  const api::NodeSet n = nodeset(R"(  template:
+    metadata:
+      labels: {team: a, "nodeset.slinky.slurm.net/pod-index": "99"}
+    spec:
+      priorityClassName: hpc
+  slurmd:
+    image: registry.local/slurmd:1
+)");
+  auto pod = build::build_nodeset_pod(n, {c}, 0);
+  ASSERT_TRUE(pod);
+  EXPECT_EQ((*pod)["metadata"]["labels"]["team"], "a");
+  EXPECT_EQ((*pod)["metadata"]["labels"][std::string(api::kLabelNodeSetPodIndex)], "0");
+  EXPECT_EQ((*pod)["spec"]["priorityClassName"], "hpc");
+  EXPECT_EQ((*pod)["spec"]["containers"][0]["image"], "registry.local/slurmd:1");
+}
+
+TEST(NodeSetRevision, ChangesWithTheTemplateNotTheReplicas) {
+  const api::Controller c = controller();
+  const std::string base = build::nodeset_revision_name(nodeset(), {c});
+  EXPECT_TRUE(base.starts_with("cpu-"));
+  EXPECT_EQ(base.size(), std::string("cpu-").size() + 10);
+  api::NodeSet scaled = nodeset();
+  scaled.spec.replicas = 9;
+  EXPECT_EQ(build::nodeset_revision_name(scaled, {c}), base);
+  EXPECT_NE(build::nodeset_revision_name(nodeset("  slurmd: {image: other:2}\n"), {c}), base);
+  const json revision = build::build_controller_revision(nodeset(), {c}, 3);
+  EXPECT_EQ(revision["kind"], "ControllerRevision");
+  EXPECT_EQ(revision["revision"], 3);
+  EXPECT_EQ(revision["metadata"]["name"], base);
+}
+
+TEST(NodeSetShared, ServiceAndBudgetOwnedByEveryNodeSet) {
+  const api::Controller c = controller();
+  api::NodeSet b = nodeset();
+  b.metadata.name = "b";
+  b.metadata.uid = "b-uid";
+  const api::NodeSet a = nodeset();
+  const json service = build::build_worker_service(c, {b, a});
+  EXPECT_EQ(service["metadata"]["name"], "slurm-workers-slurm");
+  EXPECT_EQ(service["spec"]["clusterIP"], "None");
+  ASSERT_EQ(service["metadata"]["ownerReferences"].size(), 2U);
+  EXPECT_EQ(service["metadata"]["ownerReferences"][0]["name"], "b");
+  EXPECT_EQ(service["metadata"]["ownerReferences"][1]["name"], "cpu");
+  EXPECT_EQ(service["metadata"]["ownerReferences"][0]["controller"], false);
+  const json pdb = build::build_worker_pdb(c, {a});
+  EXPECT_EQ(pdb["spec"]["maxUnavailable"], 0);
+  EXPECT_EQ(pdb["spec"]["selector"]["matchLabels"][std::string(api::kLabelNodeSetPodProtect)],
+            "true");
+}
+
+WorkerPod running(const std::string& name, int64_t ordinal) {
+  WorkerPod w;
+  w.name = name;
+  w.ordinal = ordinal;
+  w.phase = "Running";
+  w.kube_node = "node-a";
+  w.ready = true;
+  return w;
+}
+
+std::vector<std::string> order(std::vector<WorkerPod> pods) {
+  std::sort(pods.begin(), pods.end(), condemn_before);
+  std::vector<std::string> names;
+  names.reserve(pods.size());
+  for (const auto& p : pods) {
+    names.push_back(p.name);
+  }
+  return names;
+}
+
+TEST(ScaleInOrder, FollowsSlinkysOrder) {
+  WorkerPod unscheduled = running("unscheduled", 0);
+  unscheduled.kube_node = "";
+  unscheduled.phase = "Pending";
+  WorkerPod pending = running("pending", 1);
+  pending.phase = "Pending";
+  WorkerPod not_ready = running("not-ready", 2);
+  not_ready.ready = false;
+  WorkerPod cheap = running("cheap", 3);
+  cheap.deletion_cost = -5;
+  WorkerPod busy = running("busy", 9);
+  busy.deadline = slurm::Time::max();
+  WorkerPod idle_low = running("idle-low", 4);
+  WorkerPod idle_high = running("idle-high", 8);
+  EXPECT_EQ(order({busy, idle_low, idle_high, cheap, not_ready, pending, unscheduled}),
+            std::vector<std::string>(
+                {"unscheduled", "pending", "not-ready", "cheap", "idle-high", "idle-low", "busy"}));
+}
+
+TEST(ScaleInOrder, EarlierDeadlineAndCordonedGoFirst) {
+  WorkerPod soon = running("soon", 1);
+  soon.deadline = slurm::Time() + std::chrono::hours(1);
+  WorkerPod late = running("late", 2);
+  late.deadline = slurm::Time() + std::chrono::hours(5);
+  EXPECT_EQ(order({late, soon}), std::vector<std::string>({"soon", "late"}));
+  WorkerPod cordoned = running("cordoned", 1);
+  cordoned.cordoned = true;
+  EXPECT_EQ(order({running("other", 2), cordoned}),
+            std::vector<std::string>({"cordoned", "other"}));
+}
+
+TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
+  EXPECT_EQ(max_unavailable(json(2), 10), 2);
+  EXPECT_EQ(max_unavailable(json("25%"), 10), 3);
+  EXPECT_EQ(max_unavailable(json("1%"), 10), 1);
+  EXPECT_EQ(max_unavailable(json("100%"), 4), 4);
+  EXPECT_EQ(max_unavailable(json(), 4), 1);
+}
+
+TEST(SlurmConditions, OneBaseStateAndEachFlag) {
+  slurm::Node node;
+  node.state = {"IDLE", "DRAIN", "DYNAMIC_NORM", "NOT_RESPONDING"};
+  EXPECT_EQ(slurm_condition_types(node),
+            std::vector<std::string>(
+                {"SlurmNodeStateIdle", "SlurmNodeStateDrain", "SlurmNodeStateNotResponding"}));
+  node.state = {"MIXED"};
+  EXPECT_EQ(slurm_condition_types(node), std::vector<std::string>({"SlurmNodeStateMixed"}));
+}
+
+TEST(SlurmConditions, DrainedMeansDrainAndNoWork) {
+  slurm::Node node;
+  node.state = {"IDLE", "DRAIN"};
+  EXPECT_TRUE(slurm_drained(node));
+  node.state = {"MIXED", "DRAIN"};
+  EXPECT_FALSE(slurm_drained(node));
+  node.state = {"IDLE", "DRAIN", "COMPLETING"};
+  EXPECT_FALSE(slurm_drained(node));
+  node.state = {"IDLE"};
+  EXPECT_FALSE(slurm_drained(node));
+}
+
+TEST(NodeFeatures, AnnotationBecomesK8sFeaturesAndOthersStay) {
+  EXPECT_EQ(node_features("fast, nvme", {"cpu", "k8s/old", "tb"}),
+            std::vector<std::string>({"cpu", "tb", "k8s/fast", "k8s/nvme"}));
+  EXPECT_EQ(node_features("", {"cpu", "k8s/old"}), std::vector<std::string>({"cpu"}));
+  EXPECT_EQ(node_features("a,a,", {}), std::vector<std::string>({"k8s/a"}));
+}
+
+TEST(Reasons, CordonReasonFromAnnotationOrDefault) {
+  json node = {{"metadata", {{"name", "k1"}}}};
+  EXPECT_EQ(cordon_reason(node, "hpc/cpu-0"),
+            "slurm-operator: Node (k1) was cordoned, Pod (hpc/cpu-0) must be cordoned");
+  node["metadata"]["annotations"][std::string(api::kAnnotationNodeCordonReason)] =
+      "disk\tfailing\n" + std::string(300, 'x');
+  const std::string reason = cordon_reason(node, "hpc/cpu-0");
+  EXPECT_TRUE(reason.starts_with("slurm-operator: diskfailing"));
+  EXPECT_EQ(reason.size(), std::string("slurm-operator: ").size() + 256);
+  EXPECT_TRUE(operator_reason(reason));
+  EXPECT_FALSE(operator_reason("admin: bad DIMM"));
+}
+
+}  // namespace
+}  // namespace tightrope::op
