@@ -45,6 +45,10 @@ inline constexpr std::string_view kAnnotationSshConfigHash = "slinky.slurm.net/s
 inline constexpr std::string_view kFinalizerNodeSetReservation =
     "nodeset.slinky.slurm.net/reservation";
 
+// Tightrope's own: an administrator's Slurm drain shown on the Kubernetes Node (opt-in).
+inline constexpr std::string_view kNodeConditionSlurmDrained = "SlurmNodeDrained";
+inline constexpr std::string_view kTaintSlurmDrained = "tightrope.slurm.net/slurm-drained";
+
 // Every Slurm node reason the operator writes starts with this; a reason without it belongs to
 // an administrator and is never touched.
 inline constexpr std::string_view kReasonPrefix = "slurm-operator: ";

@@ -95,6 +95,12 @@ int main(int argc, char** argv) {
                  "seconds between a Controller's checks that Slurm answers")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  std::string mirror = "none";
+  app.add_option("--mirror-slurm-drains", mirror,
+                 "show an administrator's Slurm drain on the Kubernetes Node: none, condition "
+                 "(SlurmNodeDrained) or taint (the condition and a NoSchedule taint)")
+      ->check(CLI::IsMember({"none", "condition", "taint"}))
+      ->capture_default_str();
   for (auto& [name, count] : workers) {
     app.add_option("--" + name + "-workers", count,
                    "concurrent reconciles of the " + name + " controller")
@@ -112,6 +118,10 @@ int main(int argc, char** argv) {
   options.namespaces = split_list(namespaces);
   options.workers = workers;
   options.slurm_check_period = std::chrono::seconds(check_period);
+  options.mirror_slurm_drains = mirror == "taint" ? op::OperatorOptions::DrainMirror::kTaint
+                                : mirror == "condition"
+                                    ? op::OperatorOptions::DrainMirror::kCondition
+                                    : op::OperatorOptions::DrainMirror::kNone;
 
   auto config = kube::load_default(kubeconfig, context);
   if (!config) {

@@ -179,6 +179,69 @@ bool condemned_in_slurm(const slurm::Node& node) {
          node.reason.find("is pending termination") != std::string::npos;
 }
 
+// An administrator's drain of `slurm_node` shown on its Kubernetes Node: the SlurmNodeDrained
+// condition and, with `taint`, a NoSchedule taint. Both follow the drain back when it is undone.
+void mirror_admin_drain(Runtime& rt, const kube::Document& kube_node, const std::string& slurm_node,
+                        const slurm::Node& node, bool drained, bool taint) {
+  const std::string type(api::kNodeConditionSlurmDrained);
+  const json conditions = kube_node.doc.value("/status/conditions"_json_pointer, json::array());
+  const json* current = nullptr;
+  for (const auto& c : conditions) {
+    if (c.value("type", "") == type) {
+      current = &c;
+    }
+  }
+  const std::string status = drained ? "True" : "False";
+  const std::string message = drained ? "Slurm node " + slurm_node + ": " + node.reason : "";
+  if ((current != nullptr || drained) &&
+      (current == nullptr || current->value("status", "") != status ||
+       current->value("message", "") != message)) {
+    const std::string stamp = Runtime::now();
+    json condition = json::object();
+    condition["type"] = type;
+    condition["status"] = status;
+    condition["reason"] = drained ? "AdminDrain" : "NotDrained";
+    condition["message"] = message;
+    condition["lastHeartbeatTime"] = stamp;
+    condition["lastTransitionTime"] = current != nullptr && current->value("status", "") == status
+                                          ? current->value("lastTransitionTime", stamp)
+                                          : stamp;
+    json patch = json::object();
+    patch["status"]["conditions"] = json::array({condition});
+    (void)rt.kube().patch(kube::resources::nodes(), "", kube_node.meta.name,
+                          kube::PatchType::kStrategicMerge, patch, "status");
+  }
+  if (!taint) {
+    return;
+  }
+  const std::string key(api::kTaintSlurmDrained);
+  json taints = json::array();
+  bool has = false;
+  for (const auto& t : kube_node.doc.value("/spec/taints"_json_pointer, json::array())) {
+    if (t.value("key", "") == key) {
+      has = true;
+    } else {
+      taints.push_back(t);
+    }
+  }
+  if (has == drained) {
+    return;
+  }
+  if (drained) {
+    json ours = json::object();
+    ours["key"] = key;
+    ours["value"] = slurm_node;
+    ours["effect"] = "NoSchedule";
+    taints.push_back(ours);
+  }
+  // The list is replaced whole: the resourceVersion makes it conditional on what was read.
+  json patch = json::object();
+  patch["metadata"]["resourceVersion"] = kube_node.meta.resource_version;
+  patch["spec"]["taints"] = taints;
+  (void)rt.kube().patch(kube::resources::nodes(), "", kube_node.meta.name, kube::PatchType::kMerge,
+                        patch);
+}
+
 }  // namespace
 
 std::vector<std::string> node_features(const std::string& spec,
@@ -594,7 +657,15 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     if (taken.count(ordinal) != 0) {
       continue;
     }
-    auto pod = build::build_nodeset_pod(n, in, ordinal);
+    std::string pinned;
+    if (n.spec.pin_to_node) {
+      const auto pin = n.status.ordinal_to_node.find(std::to_string(ordinal));
+      if (pin != n.status.ordinal_to_node.end() &&
+          cache_.get(kube::resources::nodes(), pin->second)) {
+        pinned = pin->second;
+      }
+    }
+    auto pod = build::build_nodeset_pod(n, in, ordinal, pinned);
     if (!pod) {
       create_problem = pod.error();
       break;
@@ -686,6 +757,12 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         }
         set_pod_cordon(w, false);
       }
+      if (kube_node &&
+          runtime_.options().mirror_slurm_drains != OperatorOptions::DrainMirror::kNone) {
+        mirror_admin_drain(
+            runtime_, *kube_node, w.hostname, *node, admin && node->drain(),
+            runtime_.options().mirror_slurm_drains == OperatorOptions::DrainMirror::kTaint);
+      }
       // The pod <-> node link, in the node's comment.
       const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
       slurm::NodeUpdate link;
@@ -763,6 +840,24 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
   }
 
+  // pinToNode: where each ordinal runs, kept while its pod is away and its node exists.
+  json ordinal_to_node = json::object();
+  if (n.spec.pin_to_node) {
+    for (const auto& [ordinal, node] : n.status.ordinal_to_node) {
+      int64_t number = -1;
+      const auto [end, ec] =
+          std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), number);
+      if (ec == std::errc() && number < want && cache_.get(kube::resources::nodes(), node)) {
+        ordinal_to_node[ordinal] = node;
+      }
+    }
+    for (const auto& w : active) {
+      if (w.ordinal >= 0 && w.ordinal < want && !w.kube_node.empty() && w.phase == "Running") {
+        ordinal_to_node[std::to_string(w.ordinal)] = w.kube_node;
+      }
+    }
+  }
+
   // Status and readiness.
   const auto replicas = static_cast<int64_t>(active.size());
   json status = {{"replicas", replicas},
@@ -776,6 +871,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
                  {"slurmDown", slurm_down},
                  {"slurmDrain", slurm_drain},
                  {"nodeSetHash", revision},
+                 {"ordinalToNode", ordinal_to_node},
                  {"selector", std::string(api::kLabelName) + "=slurmd," +
                                   std::string(api::kLabelInstance) + "=" + n.metadata.name}};
   const json old_status = doc->doc.value("status", json::object());

@@ -26,6 +26,11 @@ struct OperatorOptions {
   std::map<std::string, int> workers;  // per controller name; 1 when unset
   // How often a Controller asks Slurm whether it answers (status only; changes are events).
   std::chrono::seconds slurm_check_period{30};
+  // What an administrator's drain in Slurm does to the Kubernetes Node of its slurmd pod:
+  // nothing (kNone), a SlurmNodeDrained condition (kCondition), or the condition and a
+  // NoSchedule taint (kTaint), so that nothing new lands on a node Slurm took out.
+  enum class DrainMirror { kNone, kCondition, kTaint };
+  DrainMirror mirror_slurm_drains = DrainMirror::kNone;
   // The longest wait between retries of a failing reconcile.
   std::chrono::seconds max_retry_delay{60};
 };

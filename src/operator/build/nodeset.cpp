@@ -162,7 +162,7 @@ json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in, i
 }
 
 Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
-                                            int64_t ordinal) {
+                                            int64_t ordinal, const std::string& pinned_node) {
   auto conf = slurmd_conf(n);
   if (!conf) {
     return fail(conf.error());
@@ -275,6 +275,17 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
                           n.spec.template_);
   // The template's hostname is a prefix: the pod's own is the prefix and ordinal.
   pod["spec"]["hostname"] = hostname;
+  if (!pinned_node.empty()) {
+    // Back where this ordinal ran (its local disks, its place in the topology), and nowhere else.
+    json requirement = json::object();
+    requirement["key"] = "metadata.name";
+    requirement["operator"] = "In";
+    requirement["values"] = json::array({pinned_node});
+    json term = json::object();
+    term["matchFields"] = json::array({requirement});
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+       ["nodeSelectorTerms"] = json::array({term});
+  }
   json& meta = pod["metadata"];
   meta["name"] = name;
   meta["namespace"] = n.metadata.namespace_name;

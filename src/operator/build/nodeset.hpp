@@ -46,9 +46,11 @@ std::string nodeset_revision_name(const api::NodeSet& n, const NodeSetInputs& in
 nlohmann::json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in,
                                          int64_t revision);
 
-// The pod of one ordinal. Fails only when extraConf is malformed.
+// The pod of one ordinal; with `pinned_node` (pinToNode) it may run on that node only. Fails
+// only when extraConf is malformed.
 Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,
-                                                      const NodeSetInputs& in, int64_t ordinal);
+                                                      const NodeSetInputs& in, int64_t ordinal,
+                                                      const std::string& pinned_node = "");
 
 // Owned by every NodeSet of the cluster (non-controller references): the Service and budget go
 // when the last NodeSet goes.

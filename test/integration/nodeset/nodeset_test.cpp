@@ -453,6 +453,66 @@ TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
       {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", nullptr}}}}}}));
 }
 
+TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {
+  op_ = std::make_unique<OperatorProcess>(
+      ns_, std::vector<std::string>{"--mirror-slurm-drains", "taint"});
+  op_->start();
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().front()["spec"].value("nodeName", "");
+  const auto mirrored = [&](bool drained) {
+    auto node = client_->get(kube::resources::nodes(), "", kube_node);
+    if (!node) {
+      return false;
+    }
+    bool condition = false;
+    for (const auto& c : node->value("/status/conditions"_json_pointer, json::array())) {
+      if (c.value("type", "") == "SlurmNodeDrained") {
+        condition = c.value("status", "") == "True" &&
+                    c.value("message", "").find("admin: fan failure") != std::string::npos;
+      }
+    }
+    bool taint = false;
+    for (const auto& t : node->value("/spec/taints"_json_pointer, json::array())) {
+      taint = taint || (t.value("key", "") == "tightrope.slurm.net/slurm-drained" &&
+                        t.value("effect", "") == "NoSchedule");
+    }
+    return condition == drained && taint == drained;
+  };
+  ASSERT_TRUE(slurm_->drain(pod, "admin: fan failure"));
+  EXPECT_TRUE(eventually([&] { return mirrored(true); }, kConverge));
+  ASSERT_TRUE(slurm_->undrain(pod));
+  EXPECT_TRUE(eventually([&] { return mirrored(false); }, kConverge));
+}
+
+TEST_F(NodeSetTest, APinnedPodComesBackToItsNode) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"pinToNode", true}}}}));
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string name = nodeset_ + "-0";
+  const std::string first_node = pods().front()["spec"].value("nodeName", "");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+        return doc && field<std::string>(*doc, "/status/ordinalToNode/0", "") == first_node;
+      },
+      kConverge));
+  ASSERT_TRUE(client_->remove(kube::resources::pods(), ns_, name));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto pod = client_->get(kube::resources::pods(), ns_, name);
+        return pod && !(*pod)["metadata"].contains("deletionTimestamp") &&
+               pod->value("/spec/affinity/nodeAffinity"_json_pointer, json())
+                       .dump()
+                       .find(first_node) != std::string::npos;
+      },
+      kConverge));
+  EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  EXPECT_EQ(pods().front()["spec"].value("nodeName", ""), first_node);
+}
+
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));

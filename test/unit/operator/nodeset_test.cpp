@@ -108,6 +108,18 @@ TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
   EXPECT_FALSE((*over)["spec"].contains("affinity"));
 }
 
+TEST(NodeSetPod, APinnedPodMayRunOnItsNodeOnly) {
+  auto pod = build::build_nodeset_pod(nodeset(), {controller()}, 0, "kube-7");
+  ASSERT_TRUE(pod);
+  const json& terms = (*pod)["spec"]["affinity"]["nodeAffinity"]
+                            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 1U);
+  EXPECT_EQ(terms[0]["matchFields"][0]["values"], json({"kube-7"}));
+  auto free = build::build_nodeset_pod(nodeset(), {controller()}, 0);
+  ASSERT_TRUE(free);
+  EXPECT_FALSE((*free)["spec"]["affinity"].contains("nodeAffinity"));
+}
+
 TEST(NodeSetPod, UsersTemplateMergesButIdentityWins) {
   const api::Controller c = controller();
   const api::NodeSet n = nodeset(R"(  template:
