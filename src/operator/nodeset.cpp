@@ -104,6 +104,18 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
   w.kube_node = spec.value("nodeName", "");
   w.hostname = spec.value("hostname", w.name);
   w.revision = label(pod, "controller-revision-hash");
+  w.mode = label(pod, api::kLabelNodeSetScalingMode);
+  // DaemonSet pods name their Node in a required node affinity; others run where scheduled.
+  const json terms = spec.value(
+      "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
+      json::array());
+  w.target_node = w.kube_node;
+  if (!terms.empty()) {
+    const json values = terms[0].value("/matchFields/0/values"_json_pointer, json::array());
+    if (values.size() == 1 && values[0].is_string()) {
+      w.target_node = values[0].get<std::string>();
+    }
+  }
   w.phase = pod.value("/status/phase"_json_pointer, std::string("Pending"));
   if (const json* ready = pod_condition(pod, "Ready")) {
     w.ready = ready->value("status", "") == "True";
@@ -378,12 +390,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
                           " (spec.controllerRef) does not exist"},
                      settled());
   }
-  if (n.spec.scaling_mode != "StatefulSet") {
-    return not_ready({false, "UnsupportedScalingMode",
-                      "scalingMode " + n.spec.scaling_mode +
-                          " is not supported by this operator yet: use StatefulSet"},
-                     settled());
-  }
+  const bool daemon = n.spec.scaling_mode == "DaemonSet";
   const build::NodeSetInputs in{*controller};
   if (auto conf = build::slurmd_conf(n); !conf) {
     return not_ready({false, "InvalidConfig", conf.error()}, settled());
@@ -546,9 +553,24 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
   }
 
-  // Which pods go: the excess over replicas, then (RollingUpdate) old revisions within the
-  // unavailability budget. A pod already being drained for deletion keeps its place.
-  const int64_t want = n.spec.replicas.value_or(1);
+  // DaemonSet mode: one pod on each Node the pod template accepts (by hostname), replicas
+  // ignored.
+  std::map<std::string, std::string> eligible;  // Node name -> hostname
+  if (daemon) {
+    auto probe = build::build_nodeset_pod(n, in, build::PodIdentity{"probe", "probe", ""}, "");
+    const json spec = probe ? (*probe)["spec"] : json::object();
+    for (const auto& node : cache_.list_all(kube::resources::nodes())) {
+      if (!node->meta.deleting && build::daemon_node_eligible(spec, node->doc)) {
+        eligible[node->meta.name] = build::daemon_pod_hostname(node->doc);
+      }
+    }
+  }
+
+  // Which pods go: the excess over replicas (DaemonSet mode: pods on Nodes no longer eligible,
+  // and all but the oldest of several on one Node), pods of the other scaling mode, then
+  // (RollingUpdate) old revisions within the unavailability budget. A pod already being
+  // drained for deletion keeps its place.
+  const int64_t want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
   std::sort(active.begin(), active.end(), [&](const WorkerPod& a, const WorkerPod& b) {
     const slurm::Node* na = node_of(a);
     const slurm::Node* nb = node_of(b);
@@ -559,10 +581,39 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
     return condemn_before(a, b);
   });
-  std::map<std::string, std::string> condemned;  // pod -> "scale-in" | "update"
-  const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(active.size()) - want);
-  for (int64_t i = 0; i < excess; ++i) {
-    condemned[active[static_cast<size_t>(i)].name] = "scale-in";
+  std::map<std::string, std::string> condemned;  // pod -> "scale-in" | "update" | ...
+  if (daemon) {
+    std::map<std::string, const WorkerPod*> oldest;  // Node -> its oldest pod
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else if (eligible.count(w.target_node) == 0) {
+        condemned[w.name] = "scale-in: Node " + w.target_node + " is no longer eligible";
+      } else {
+        auto [it, first] = oldest.emplace(w.target_node, &w);
+        if (!first) {
+          const WorkerPod* other = it->second;
+          const bool older = std::tie(w.created, w.name) < std::tie(other->created, other->name);
+          condemned[older ? other->name : w.name] = "scale-in: a second pod on " + w.target_node;
+          if (older) {
+            it->second = &w;
+          }
+        }
+      }
+    }
+  } else {
+    std::vector<const WorkerPod*> same_mode;
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else {
+        same_mode.push_back(&w);
+      }
+    }
+    const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(same_mode.size()) - want);
+    for (int64_t i = 0; i < excess; ++i) {
+      condemned[same_mode[static_cast<size_t>(i)]->name] = "scale-in";
+    }
   }
   if (n.spec.update_strategy.type == "RollingUpdate") {
     int64_t unavailable = std::max<int64_t>(0, want - static_cast<int64_t>(active.size()));
@@ -642,17 +693,48 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
   }
 
-  // New pods in the lowest free ordinals. Pods on their way out (deleted just now included)
-  // still hold their names: their replacements wait for them to go.
+  // New pods: DaemonSet mode, one on each eligible Node without one; else in the lowest free
+  // ordinals. Pods on their way out (deleted just now included) still hold their names and
+  // Nodes: their replacements wait for them to go.
+  int64_t created = 0;
+  std::string create_problem;
+  const auto create_pod = [&](const Result<json, std::string>& pod, const std::string& name) {
+    if (!pod) {
+      create_problem = pod.error();
+      return false;
+    }
+    auto made = runtime_.kube().create(kube::resources::pods(), ns, *pod);
+    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+      create_problem = "creating pod " + name + ": " + made.error().message;
+      return false;
+    }
+    ++created;
+    return true;
+  };
+  if (daemon) {
+    std::set<std::string> served;
+    for (const auto& w : pods) {
+      served.insert(w.target_node);
+    }
+    for (const auto& [node, hostname] : eligible) {
+      if (served.count(node) != 0 || created >= static_cast<int64_t>(kMaxCreatesPerReconcile)) {
+        continue;
+      }
+      const std::string name = build::daemon_pod_name(n, hostname);
+      if (!create_pod(build::build_nodeset_pod(n, in, build::PodIdentity{name, hostname, ""}, node),
+                      name)) {
+        break;
+      }
+    }
+  }
   const int64_t present = static_cast<int64_t>(active.size()) + terminating;
-  int64_t missing = want - present;
+  int64_t missing = daemon ? 0 : want - present;
   std::set<int64_t> taken;
   for (const auto& w : pods) {
     taken.insert(w.ordinal);
   }
-  int64_t created = 0;
-  std::string create_problem;
-  for (int64_t ordinal = 0; missing > 0 && created < static_cast<int64_t>(kMaxCreatesPerReconcile);
+  for (int64_t ordinal = 0; missing > 0 && create_problem.empty() &&
+                            created < static_cast<int64_t>(kMaxCreatesPerReconcile);
        ++ordinal) {
     if (taken.count(ordinal) != 0) {
       continue;
@@ -665,18 +747,10 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         pinned = pin->second;
       }
     }
-    auto pod = build::build_nodeset_pod(n, in, ordinal, pinned);
-    if (!pod) {
-      create_problem = pod.error();
+    if (!create_pod(build::build_nodeset_pod(n, in, ordinal, pinned),
+                    build::nodeset_pod_name(n, ordinal))) {
       break;
     }
-    auto made = runtime_.kube().create(kube::resources::pods(), ns, *pod);
-    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-      create_problem =
-          "creating pod " + build::nodeset_pod_name(n, ordinal) + ": " + made.error().message;
-      break;
-    }
-    ++created;
     --missing;
   }
 
@@ -842,7 +916,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
 
   // pinToNode: where each ordinal runs, kept while its pod is away and its node exists.
   json ordinal_to_node = json::object();
-  if (n.spec.pin_to_node) {
+  if (n.spec.pin_to_node && !daemon) {
     for (const auto& [ordinal, node] : n.status.ordinal_to_node) {
       int64_t number = -1;
       const auto [end, ec] =

@@ -28,10 +28,12 @@ struct WorkerPod {
   std::string name;
   std::string uid;
   int64_t ordinal = -1;
-  std::string phase;      // Pending, Running, Succeeded, Failed, Unknown
-  std::string kube_node;  // spec.nodeName; "" while unscheduled
-  std::string hostname;   // the Slurm node name
-  std::string revision;   // controller-revision-hash
+  std::string phase;        // Pending, Running, Succeeded, Failed, Unknown
+  std::string kube_node;    // spec.nodeName; "" while unscheduled
+  std::string hostname;     // the Slurm node name
+  std::string revision;     // controller-revision-hash
+  std::string mode;         // the scaling-mode label: StatefulSet or DaemonSet
+  std::string target_node;  // the Node it is bound or pinned to ("" while unscheduled)
   bool ready = false;
   std::string ready_since;  // the Ready condition's lastTransitionTime
   std::string created;

@@ -129,13 +129,19 @@ void Operator::wire() {
   const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
   const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
   // Nodes are cluster-wide: one informer whatever the namespaces. A node's change (cordon,
-  // annotations) concerns the NodeSets with pods on it.
+  // annotations) concerns the NodeSets with pods on it, and every DaemonSet-mode NodeSet.
   auto& kube_nodes =
       factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
   cache_.add(kube::resources::nodes(), &kube_nodes);
   informers_.push_back(&kube_nodes);
   nodesets->watch_mapped<Document>(kube_nodes, [shared_cache](const Document& node) {
     std::vector<Request> out;
+    // DaemonSet-mode NodeSets: any Node may start or stop being theirs.
+    for (const auto& nodeset : shared_cache->list_all(resources::nodesets())) {
+      if (nodeset->doc.value("/spec/scalingMode"_json_pointer, std::string()) == "DaemonSet") {
+        out.push_back({nodeset->meta.namespace_name, nodeset->meta.name});
+      }
+    }
     for (const auto& pod : shared_cache->list_all(kube::resources::pods())) {
       const kube::OwnerReference* owner = pod->meta.controller_ref();
       if (owner != nullptr && owner->kind == "NodeSet" &&

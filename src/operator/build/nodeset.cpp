@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 #include <sstream>
 
 #include "api/codec.hpp"
@@ -163,17 +164,42 @@ json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in, i
 
 Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
                                             int64_t ordinal, const std::string& pinned_node) {
+  return build_nodeset_pod(n, in,
+                           {nodeset_pod_name(n, ordinal), nodeset_pod_hostname(n, ordinal),
+                            nodeset_padded_ordinal(n, ordinal)},
+                           pinned_node);
+}
+
+std::string daemon_pod_hostname(const nlohmann::json& node) {
+  const json annotations = node.value("/metadata/annotations"_json_pointer, json::object());
+  const auto given = annotations.find(std::string(api::kAnnotationNodeHostnameOverride));
+  if (given != annotations.end() && given->is_string() && !given->get<std::string>().empty()) {
+    return given->get<std::string>();
+  }
+  const std::string name = node.value("/metadata/name"_json_pointer, std::string());
+  return name.substr(0, name.find('.'));
+}
+
+std::string daemon_pod_name(const api::NodeSet& n, const std::string& hostname) {
+  return n.metadata.name + "-" + hostname;
+}
+
+Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
+                                            const PodIdentity& identity,
+                                            const std::string& pinned_node) {
   auto conf = slurmd_conf(n);
   if (!conf) {
     return fail(conf.error());
   }
   const api::Controller& c = in.controller;
-  const std::string name = nodeset_pod_name(n, ordinal);
-  const std::string hostname = nodeset_pod_hostname(n, ordinal);
+  const std::string& name = identity.name;
+  const std::string& hostname = identity.hostname;
   json labels = component_labels("slurmd", n.metadata.name, "worker");
   labels[api::kLabelCluster] = c.metadata.name;
   labels[api::kLabelNodeSetPodName] = name;
-  labels[api::kLabelNodeSetPodIndex] = nodeset_padded_ordinal(n, ordinal);
+  if (!identity.index.empty()) {
+    labels[api::kLabelNodeSetPodIndex] = identity.index;
+  }
   labels[api::kLabelNodeSetPodHostname] = hostname;
   labels[api::kLabelNodeSetScalingMode] = n.spec.scaling_mode;
   labels["controller-revision-hash"] = nodeset_revision_name(n, in);
@@ -291,6 +317,126 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   meta["namespace"] = n.metadata.namespace_name;
   meta["ownerReferences"] = json::array({nodeset_owner_reference(n, true)});
   return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod["spec"]}};
+}
+
+namespace {
+
+std::string node_label(const json& node, const std::string& key) {
+  const json labels = node.value("/metadata/labels"_json_pointer, json::object());
+  const auto it = labels.find(key);
+  return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool has_label(const json& node, const std::string& key) {
+  return node.value("/metadata/labels"_json_pointer, json::object()).contains(key);
+}
+
+bool requirement_holds(const json& requirement, bool has, const std::string& value) {
+  const std::string op = requirement.value("operator", "");
+  const json values = requirement.value("values", json::array());
+  const auto listed = [&] {
+    return std::any_of(values.begin(), values.end(), [&](const json& v) {
+      return v.is_string() && v.get<std::string>() == value;
+    });
+  };
+  const auto number = [](const std::string& text, int64_t* out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  if (op == "In") {
+    return has && listed();
+  }
+  if (op == "NotIn") {
+    return !has || !listed();
+  }
+  if (op == "Exists") {
+    return has;
+  }
+  if (op == "DoesNotExist") {
+    return !has;
+  }
+  if ((op == "Gt" || op == "Lt") && has && values.size() == 1 && values[0].is_string()) {
+    int64_t have = 0;
+    int64_t bound = 0;
+    if (!number(value, &have) || !number(values[0].get<std::string>(), &bound)) {
+      return false;
+    }
+    return op == "Gt" ? have > bound : have < bound;
+  }
+  return false;
+}
+
+bool term_holds(const json& term, const json& node) {
+  for (const auto& r : term.value("matchExpressions", json::array())) {
+    const std::string key = r.value("key", "");
+    if (!requirement_holds(r, has_label(node, key), node_label(node, key))) {
+      return false;
+    }
+  }
+  for (const auto& r : term.value("matchFields", json::array())) {
+    // metadata.name is the only field a node selector term may name.
+    if (r.value("key", "") != "metadata.name" ||
+        !requirement_holds(r, true, node.value("/metadata/name"_json_pointer, std::string()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Taints a DaemonSet's pods tolerate without saying so: conditions of the node, not choices.
+bool tolerated_by_default(const std::string& key) {
+  static const std::set<std::string> keys = {
+      "node.kubernetes.io/not-ready",          "node.kubernetes.io/unreachable",
+      "node.kubernetes.io/unschedulable",      "node.kubernetes.io/disk-pressure",
+      "node.kubernetes.io/memory-pressure",    "node.kubernetes.io/pid-pressure",
+      "node.kubernetes.io/network-unavailable"};
+  return keys.count(key) != 0;
+}
+
+bool tolerates(const json& toleration, const json& taint) {
+  const std::string effect = toleration.value("effect", "");
+  if (!effect.empty() && effect != taint.value("effect", "")) {
+    return false;
+  }
+  const std::string key = toleration.value("key", "");
+  if (toleration.value("operator", "Equal") == "Exists") {
+    return key.empty() || key == taint.value("key", "");
+  }
+  return key == taint.value("key", "") && toleration.value("value", "") == taint.value("value", "");
+}
+
+}  // namespace
+
+bool daemon_node_eligible(const json& pod_spec, const json& node) {
+  const json selector = pod_spec.value("nodeSelector", json::object());
+  for (const auto& [key, value] : selector.items()) {
+    if (!value.is_string() || !has_label(node, key) ||
+        node_label(node, key) != value.get<std::string>()) {
+      return false;
+    }
+  }
+  const json terms = pod_spec.value(
+      "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
+      json::array());
+  if (!terms.empty() && std::none_of(terms.begin(), terms.end(),
+                                     [&](const json& t) { return term_holds(t, node); })) {
+    return false;
+  }
+  const json tolerations = pod_spec.value("tolerations", json::array());
+  for (const auto& taint : node.value("/spec/taints"_json_pointer, json::array())) {
+    const std::string effect = taint.value("effect", "");
+    if (effect != "NoSchedule" && effect != "NoExecute") {
+      continue;
+    }
+    if (tolerated_by_default(taint.value("key", ""))) {
+      continue;
+    }
+    if (std::none_of(tolerations.begin(), tolerations.end(),
+                     [&](const json& t) { return tolerates(t, taint); })) {
+      return false;
+    }
+  }
+  return true;
 }
 
 json build_worker_service(const api::Controller& c, const std::vector<api::NodeSet>& nodesets) {

@@ -46,6 +46,30 @@ std::string nodeset_revision_name(const api::NodeSet& n, const NodeSetInputs& in
 nlohmann::json build_controller_revision(const api::NodeSet& n, const NodeSetInputs& in,
                                          int64_t revision);
 
+// Who a pod is: its name, hostname (its Slurm node name) and, in StatefulSet mode, its padded
+// ordinal (the pod-index label).
+struct PodIdentity {
+  std::string name;
+  std::string hostname;
+  std::string index;
+};
+
+// DaemonSet mode: the hostname of the pod on `node` (the Node's
+// nodeset.slinky.slurm.net/hostname-override annotation, else its name up to the first '.'),
+// and the pod's name, "<nodeset>-<hostname>" (one pod a node, so the name is known before it
+// exists and a stale cache cannot create a second).
+std::string daemon_pod_hostname(const nlohmann::json& node);
+std::string daemon_pod_name(const api::NodeSet& n, const std::string& hostname);
+// Whether a pod with `pod_spec` belongs on `node` in DaemonSet mode: its nodeSelector and
+// required node affinity match, and it tolerates the node's NoSchedule and NoExecute taints (the
+// taints of a node's conditions, which a DaemonSet tolerates, aside). Cordoned nodes keep their
+// pod: a cordon drains it in Slurm.
+bool daemon_node_eligible(const nlohmann::json& pod_spec, const nlohmann::json& node);
+
+Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,
+                                                      const NodeSetInputs& in,
+                                                      const PodIdentity& identity,
+                                                      const std::string& pinned_node);
 // The pod of one ordinal; with `pinned_node` (pinToNode) it may run on that node only. Fails
 // only when extraConf is malformed.
 Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,

@@ -60,7 +60,8 @@ class NodeSetTest : public ::testing::Test {
     // The Slurm node records of this test's pods: the bed's slurmctld outlives the test.
     if (auto nodes = slurm_->list_nodes()) {
       for (const auto& n : nodes->list.nodes) {
-        if (n.name.starts_with(nodeset_ + "-")) {
+        // StatefulSet mode names nodes after the NodeSet, DaemonSet mode after the Node.
+        if (n.name.starts_with(nodeset_ + "-") || n.name.starts_with("bed-node-")) {
           (void)slurm_->delete_node(n.name);
         }
       }
@@ -511,6 +512,43 @@ TEST_F(NodeSetTest, APinnedPodComesBackToItsNode) {
       kConverge));
   EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
   EXPECT_EQ(pods().front()["spec"].value("nodeName", ""), first_node);
+}
+
+TEST_F(NodeSetTest, DaemonSetModeFollowsTheEligibleNodes) {
+  const auto label = [&](const std::string& node, bool on) {
+    ASSERT_TRUE(client_->patch(
+        kube::resources::nodes(), "", node, kube::PatchType::kMerge,
+        {{"metadata",
+          {{"labels", {{"tightrope.test/slurm", on ? json("yes") : json(nullptr)}}}}}}));
+  };
+  for (const char* node : {"bed-node-1", "bed-node-2", "bed-node-3"}) {
+    label(node, true);
+  }
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(client_->patch(
+      resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+      {{"spec",
+        {{"scalingMode", "DaemonSet"},
+         {"template", {{"spec", {{"nodeSelector", {{"tightrope.test/slurm", "yes"}}}}}}}}}}));
+  // One pod a labelled Node, named and hostnamed after it; replicas does not count.
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(3); }, kConverge)) << describe();
+  EXPECT_EQ(pod_names(), std::set<std::string>({nodeset_ + "-bed-node-1", nodeset_ + "-bed-node-2",
+                                                nodeset_ + "-bed-node-3"}));
+  for (const auto& p : pods()) {
+    EXPECT_EQ(p["spec"].value("hostname", ""), p["spec"].value("nodeName", ""));
+  }
+  label("bed-node-4", true);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(4); }, kConverge)) << describe();
+  // A Node that stops matching loses its pod, drained first like any scale-in.
+  label("bed-node-2", false);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(3); }, kConverge)) << describe();
+  EXPECT_EQ(pod_names().count(nodeset_ + "-bed-node-2"), 0U);
+  EXPECT_NE(op_->log().find("bed-node-2 is drained and idle (scale-in: Node bed-node-2 is no "
+                            "longer eligible)"),
+            std::string::npos);
+  auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+  ASSERT_TRUE(doc);
+  EXPECT_EQ(field<int64_t>(*doc, "/status/desired", -1), 3);
 }
 
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {

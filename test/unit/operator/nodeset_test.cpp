@@ -138,6 +138,49 @@ TEST(NodeSetPod, UsersTemplateMergesButIdentityWins) {
   EXPECT_EQ((*pod)["spec"]["containers"][0]["image"], "registry.local/slurmd:1");
 }
 
+json kube_node(const std::string& name, const json& labels, const json& taints = json::array()) {
+  return {{"metadata", {{"name", name}, {"labels", labels}}}, {"spec", {{"taints", taints}}}};
+}
+
+TEST(DaemonMode, NodeSelectorAffinityAndTaintsDecide) {
+  const json spec = {
+      {"nodeSelector", {{"pool", "hpc"}}},
+      {"affinity",
+       {{"nodeAffinity",
+         {{"requiredDuringSchedulingIgnoredDuringExecution",
+           {{"nodeSelectorTerms",
+             json::array(
+                 {{{"matchExpressions",
+                    json::array({{{"key", "gpus"}, {"operator", "Gt"}, {"values", {"3"}}}})}},
+                  {{"matchFields", json::array({{{"key", "metadata.name"},
+                                                 {"operator", "In"},
+                                                 {"values", {"special"}}}})}}})}}}}}}},
+      {"tolerations", json::array({{{"key", "hpc"}, {"operator", "Exists"}}})}};
+  EXPECT_TRUE(build::daemon_node_eligible(spec, kube_node("a", {{"pool", "hpc"}, {"gpus", "8"}})));
+  EXPECT_FALSE(build::daemon_node_eligible(spec, kube_node("a", {{"pool", "web"}, {"gpus", "8"}})));
+  EXPECT_FALSE(build::daemon_node_eligible(spec, kube_node("a", {{"pool", "hpc"}, {"gpus", "2"}})));
+  EXPECT_TRUE(build::daemon_node_eligible(spec, kube_node("special", {{"pool", "hpc"}})));
+  const json hpc = {{"pool", "hpc"}, {"gpus", "8"}};
+  EXPECT_TRUE(build::daemon_node_eligible(
+      spec, kube_node("a", hpc, json::array({{{"key", "hpc"}, {"effect", "NoSchedule"}}}))));
+  EXPECT_FALSE(build::daemon_node_eligible(
+      spec, kube_node("a", hpc, json::array({{{"key", "gpu-broken"}, {"effect", "NoExecute"}}}))));
+  // A node's own conditions and a cordon do not take its pod away; PreferNoSchedule never does.
+  EXPECT_TRUE(build::daemon_node_eligible(
+      spec, kube_node("a", hpc,
+                      json::array(
+                          {{{"key", "node.kubernetes.io/unschedulable"}, {"effect", "NoSchedule"}},
+                           {{"key", "x"}, {"effect", "PreferNoSchedule"}}}))));
+}
+
+TEST(DaemonMode, HostnameFromTheNodeOrItsOverride) {
+  EXPECT_EQ(build::daemon_pod_hostname(kube_node("gpu-7.rack2.example", json::object())), "gpu-7");
+  json node = kube_node("gpu-7.rack2.example", json::object());
+  node["metadata"]["annotations"]["nodeset.slinky.slurm.net/hostname-override"] = "g7";
+  EXPECT_EQ(build::daemon_pod_hostname(node), "g7");
+  EXPECT_EQ(build::daemon_pod_name(nodeset(), "g7"), "cpu-g7");
+}
+
 TEST(NodeSetRevision, ChangesWithTheTemplateNotTheReplicas) {
   const api::Controller c = controller();
   const std::string base = build::nodeset_revision_name(nodeset(), {c});
