@@ -83,6 +83,10 @@ const ResourceType& pod_templates() {
   static const ResourceType t = make("", "v1", "podtemplates", "PodTemplate", true);
   return t;
 }
+const ResourceType& persistent_volumes() {
+  static const ResourceType t = make("", "v1", "persistentvolumes", "PersistentVolume", false);
+  return t;
+}
 const ResourceType& persistent_volume_claims() {
   static const ResourceType t =
       make("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", true);

@@ -38,6 +38,7 @@ const ResourceType& services();
 const ResourceType& service_accounts();
 const ResourceType& events();
 const ResourceType& pod_templates();
+const ResourceType& persistent_volumes();
 const ResourceType& persistent_volume_claims();
 const ResourceType& deployments();
 const ResourceType& stateful_sets();

@@ -538,6 +538,27 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
           {{"annotations", {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}});
   };
 
+  // whenScaled: Delete: a pod removed by a scale-in takes its claims with it (the pod becomes
+  // their owner, so garbage collection deletes them after the pod).
+  const auto release_claims = [&](const WorkerPod& w) {
+    const std::string suffix =
+        daemon ? w.hostname : build::nodeset_padded_ordinal(n, std::max<int64_t>(w.ordinal, 0));
+    for (const auto& claim : build::build_nodeset_claims(n, suffix)) {
+      json owners = claim["metadata"].value("ownerReferences", json::array());
+      json pod_owner = json::object();
+      pod_owner["apiVersion"] = "v1";
+      pod_owner["kind"] = "Pod";
+      pod_owner["name"] = w.name;
+      pod_owner["uid"] = w.uid;
+      owners.push_back(pod_owner);
+      json patch = json::object();
+      patch["metadata"]["ownerReferences"] = owners;
+      (void)runtime_.kube().patch(kube::resources::persistent_volume_claims(), ns,
+                                  claim["metadata"].value("name", ""), kube::PatchType::kMerge,
+                                  patch);
+    }
+  };
+
   // Pods whose slurmd has exited hold no job: they are replaced.
   std::vector<WorkerPod> active;
   int64_t terminating = 0;
@@ -557,7 +578,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   // ignored.
   std::map<std::string, std::string> eligible;  // Node name -> hostname
   if (daemon) {
-    auto probe = build::build_nodeset_pod(n, in, build::PodIdentity{"probe", "probe", ""}, "");
+    auto probe =
+        build::build_nodeset_pod(n, in, build::PodIdentity{"probe", "probe", "", "probe"}, "");
     const json spec = probe ? (*probe)["spec"] : json::object();
     for (const auto& node : cache_.list_all(kube::resources::nodes())) {
       if (!node->meta.deleting && build::daemon_node_eligible(spec, node->doc)) {
@@ -653,6 +675,10 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       continue;
     }
     const std::string& why = it->second;
+    if (why.starts_with("scale-in") && (w.kube_node.empty() || w.phase == "Pending") &&
+        n.spec.persistent_volume_claim_retention_policy.when_scaled == "Delete") {
+      release_claims(w);
+    }
     if (w.kube_node.empty() || w.phase == "Pending") {
       delete_pod(w, "not running yet (" + why + ")");
       continue;
@@ -690,6 +716,10 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       draining.push_back(w.name);
       continue;
     }
+    if (why.starts_with("scale-in") &&
+        n.spec.persistent_volume_claim_retention_policy.when_scaled == "Delete") {
+      release_claims(w);
+    }
     delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
   }
 
@@ -698,16 +728,28 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   // Nodes: their replacements wait for them to go.
   int64_t created = 0;
   std::string create_problem;
-  const auto create_pod = [&](const Result<json, std::string>& pod, const std::string& name) {
+  std::set<std::string> fresh_hostnames;  // of the pods created now
+  const auto create_pod = [&](const Result<json, std::string>& pod, const std::string& name,
+                              const std::string& claim_suffix) {
     if (!pod) {
       create_problem = pod.error();
       return false;
+    }
+    // Its claims first: the scheduler waits for them, and they outlive the pod.
+    for (const auto& claim : build::build_nodeset_claims(n, claim_suffix)) {
+      auto made = runtime_.kube().create(kube::resources::persistent_volume_claims(), ns, claim);
+      if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+        create_problem = "creating PersistentVolumeClaim " + claim["metadata"].value("name", "") +
+                         ": " + made.error().message;
+        return false;
+      }
     }
     auto made = runtime_.kube().create(kube::resources::pods(), ns, *pod);
     if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
       create_problem = "creating pod " + name + ": " + made.error().message;
       return false;
     }
+    fresh_hostnames.insert((*pod)["spec"].value("hostname", name));
     ++created;
     return true;
   };
@@ -721,8 +763,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         continue;
       }
       const std::string name = build::daemon_pod_name(n, hostname);
-      if (!create_pod(build::build_nodeset_pod(n, in, build::PodIdentity{name, hostname, ""}, node),
-                      name)) {
+      if (!create_pod(build::build_nodeset_pod(
+                          n, in, build::PodIdentity{name, hostname, "", hostname}, node),
+                      name, hostname)) {
         break;
       }
     }
@@ -748,7 +791,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       }
     }
     if (!create_pod(build::build_nodeset_pod(n, in, ordinal, pinned),
-                    build::nodeset_pod_name(n, ordinal))) {
+                    build::nodeset_pod_name(n, ordinal),
+                    build::nodeset_padded_ordinal(n, ordinal))) {
       break;
     }
     --missing;
@@ -911,6 +955,29 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
           {{"metadata",
             {{"labels",
               {{api::kLabelNodeSetPodProtect, protect_wanted ? json("true") : json(nullptr)}}}}}});
+    }
+  }
+
+  // pruneSlurmNodeRecords: NodeNotFound: the Slurm record of a pod of this NodeSet that is gone
+  // (its comment names the NodeSet, no pod has its name, no slurmd answers for it, no job on
+  // it) is deleted, so sinfo lists what exists. Never a record a pod is coming back to.
+  if (slurm_ok && n.spec.prune_slurm_node_records == "NodeNotFound") {
+    std::set<std::string> hostnames = fresh_hostnames;
+    for (const auto& w : pods) {
+      hostnames.insert(w.hostname);
+    }
+    for (const auto& [name, node] : nodes) {
+      const json info = json::parse(node.comment, nullptr, false);
+      if (hostnames.count(name) != 0 || !info.is_object() ||
+          info.value("nodeSetUID", "") != n.metadata.uid || node.busy() ||
+          !(node.has("DOWN") || node.has("NOT_RESPONDING"))) {
+        continue;
+      }
+      if (auto removed = client->delete_node(name); removed) {
+        runtime_.events().normal(
+            self, "DefunctSlurmNodePruned",
+            "Deleted Slurm node " + name + ": its pod " + info.value("podName", "") + " is gone");
+      }
     }
   }
 

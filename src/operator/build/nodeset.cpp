@@ -166,7 +166,7 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
                                             int64_t ordinal, const std::string& pinned_node) {
   return build_nodeset_pod(n, in,
                            {nodeset_pod_name(n, ordinal), nodeset_pod_hostname(n, ordinal),
-                            nodeset_padded_ordinal(n, ordinal)},
+                            nodeset_padded_ordinal(n, ordinal), nodeset_padded_ordinal(n, ordinal)},
                            pinned_node);
 }
 
@@ -289,6 +289,15 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   volume["projected"]["defaultMode"] = 0600;
   volume["projected"]["sources"] = json::array({key_source});
   base["volumes"] = json::array({volume});
+  for (const auto& claim : n.spec.volume_claim_templates) {
+    // Mounted where the user's template says (volumeMounts of the same name).
+    const std::string claim_name = claim.value("/metadata/name"_json_pointer, std::string());
+    json source = json::object();
+    source["name"] = claim_name;
+    source["persistentVolumeClaim"]["claimName"] =
+        nodeset_claim_name(n, claim_name, identity.claim_suffix);
+    base["volumes"].push_back(source);
+  }
   if (!n.spec.oversubscribe_node) {
     // One slurmd per Kubernetes node, whatever its NodeSet: two would fight over the node.
     json term = json::object();
@@ -317,6 +326,34 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   meta["namespace"] = n.metadata.namespace_name;
   meta["ownerReferences"] = json::array({nodeset_owner_reference(n, true)});
   return json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod["spec"]}};
+}
+
+std::string nodeset_claim_name(const api::NodeSet& n, const std::string& claim,
+                               const std::string& suffix) {
+  return claim + "-" + n.metadata.name + "-" + suffix;
+}
+
+std::vector<json> build_nodeset_claims(const api::NodeSet& n, const std::string& suffix) {
+  std::vector<json> out;
+  out.reserve(n.spec.volume_claim_templates.size());
+  for (const auto& claim : n.spec.volume_claim_templates) {
+    const std::string name = claim.value("/metadata/name"_json_pointer, std::string());
+    json pvc = json::object();
+    pvc["apiVersion"] = "v1";
+    pvc["kind"] = "PersistentVolumeClaim";
+    pvc["metadata"] = claim.value("metadata", json::object());
+    pvc["metadata"]["name"] = nodeset_claim_name(n, name, suffix);
+    pvc["metadata"]["namespace"] = n.metadata.namespace_name;
+    json labels = pvc["metadata"].value("labels", json::object());
+    labels.update(selector_labels("slurmd", n.metadata.name));
+    pvc["metadata"]["labels"] = labels;
+    if (n.spec.persistent_volume_claim_retention_policy.when_deleted == "Delete") {
+      pvc["metadata"]["ownerReferences"] = json::array({nodeset_owner_reference(n, false)});
+    }
+    pvc["spec"] = claim.value("spec", json::object());
+    out.push_back(pvc);
+  }
+  return out;
 }
 
 namespace {

@@ -52,6 +52,7 @@ struct PodIdentity {
   std::string name;
   std::string hostname;
   std::string index;
+  std::string claim_suffix;  // what its claims' names end with ("" for the name's own suffix)
 };
 
 // DaemonSet mode: the hostname of the pod on `node` (the Node's
@@ -75,6 +76,14 @@ Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,
 Result<nlohmann::json, std::string> build_nodeset_pod(const api::NodeSet& n,
                                                       const NodeSetInputs& in, int64_t ordinal,
                                                       const std::string& pinned_node = "");
+
+// volumeClaimTemplates: the claim of template `claim` for a pod, "<claim>-<nodeset>-<suffix>"
+// (the padded ordinal, or in DaemonSet mode the hostname), and the PVC itself. With
+// whenDeleted: Delete the NodeSet owns it (deleted with the NodeSet); whenScaled is applied by
+// the reconciler when it removes a pod.
+std::string nodeset_claim_name(const api::NodeSet& n, const std::string& claim,
+                               const std::string& suffix);
+std::vector<nlohmann::json> build_nodeset_claims(const api::NodeSet& n, const std::string& suffix);
 
 // Owned by every NodeSet of the cluster (non-controller references): the Service and budget go
 // when the last NodeSet goes.

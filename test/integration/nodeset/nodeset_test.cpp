@@ -68,6 +68,12 @@ class NodeSetTest : public ::testing::Test {
     }
   }
 
+  void create(const kube::ResourceType& type, json object) {
+    object["metadata"]["namespace"] = ns_;
+    auto created = client_->create(type, ns_, object);
+    ASSERT_TRUE(created) << created.error().message;
+  }
+
   void scale(int64_t replicas) {
     auto scaled = client_->set_replicas(resources::nodesets(), ns_, nodeset_, replicas);
     ASSERT_TRUE(scaled) << scaled.error().message;
@@ -549,6 +555,62 @@ TEST_F(NodeSetTest, DaemonSetModeFollowsTheEligibleNodes) {
   auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
   ASSERT_TRUE(doc);
   EXPECT_EQ(field<int64_t>(*doc, "/status/desired", -1), 3);
+}
+
+TEST_F(NodeSetTest, ClaimsAreMadeForEachPodAndGoWithAScaleInWhenAsked) {
+  // Volumes bound in advance: the bed has no provisioner.
+  std::vector<std::string> volumes;
+  for (int i = 0; i < 2; ++i) {
+    const std::string pv = ns_ + "-pv-" + std::to_string(i);
+    volumes.push_back(pv);
+    auto made = client_->create(
+        kube::resources::persistent_volumes(), "",
+        {{"apiVersion", "v1"},
+         {"kind", "PersistentVolume"},
+         {"metadata", {{"name", pv}}},
+         {"spec",
+          {{"capacity", {{"storage", "1Mi"}}},
+           {"accessModes", {"ReadWriteOnce"}},
+           {"persistentVolumeReclaimPolicy", "Retain"},
+           {"storageClassName", ""},
+           {"hostPath", {{"path", "/tmp/" + pv}}},
+           {"claimRef",
+            {{"namespace", ns_}, {"name", "scratch-" + nodeset_ + "-" + std::to_string(i)}}}}}});
+    ASSERT_TRUE(made) << made.error().message;
+  }
+  create(resources::nodesets(),
+         {{"apiVersion", "slinky.slurm.net/v1beta1"},
+          {"kind", "NodeSet"},
+          {"metadata", {{"name", nodeset_}}},
+          {"spec",
+           {{"controllerRef", {{"name", "slurm"}}},
+            {"replicas", 2},
+            {"extraConf", "Features=tb"},
+            {"persistentVolumeClaimRetentionPolicy", {{"whenScaled", "Delete"}}},
+            {"volumeClaimTemplates",
+             json::array({{{"metadata", {{"name", "scratch"}}},
+                           {"spec",
+                            {{"accessModes", {"ReadWriteOnce"}},
+                             {"storageClassName", ""},
+                             {"resources", {{"requests", {{"storage", "1Mi"}}}}}}}}})}}}});
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge)) << describe();
+  for (const auto& p : pods()) {
+    EXPECT_NE(p["spec"]["volumes"].dump().find("scratch-" + nodeset_ + "-"), std::string::npos);
+  }
+  const auto claim = [&](int i) {
+    return client_->get(kube::resources::persistent_volume_claims(), ns_,
+                        "scratch-" + nodeset_ + "-" + std::to_string(i));
+  };
+  ASSERT_TRUE(claim(0));
+  ASSERT_TRUE(claim(1));
+  scale(1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  // The scaled-away pod's claim goes with it; the other stays.
+  EXPECT_TRUE(eventually([&] { return !claim(1).ok(); }, kConverge));
+  EXPECT_TRUE(claim(0).ok());
+  for (const auto& pv : volumes) {
+    (void)client_->remove(kube::resources::persistent_volumes(), "", pv);
+  }
 }
 
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {

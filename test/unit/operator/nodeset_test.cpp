@@ -181,6 +181,27 @@ TEST(DaemonMode, HostnameFromTheNodeOrItsOverride) {
   EXPECT_EQ(build::daemon_pod_name(nodeset(), "g7"), "cpu-g7");
 }
 
+TEST(NodeSetClaims, OneClaimPerTemplateOwnedByTheNodeSetOnlyWhenDeletedWithIt) {
+  api::NodeSet n = nodeset(R"(  ordinalPadding: 2
+  volumeClaimTemplates:
+  - metadata: {name: scratch, labels: {tier: fast}}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+)");
+  auto claims = build::build_nodeset_claims(n, "03");
+  ASSERT_EQ(claims.size(), 1U);
+  EXPECT_EQ(claims[0]["metadata"]["name"], "scratch-cpu-03");
+  EXPECT_EQ(claims[0]["metadata"]["labels"]["tier"], "fast");
+  EXPECT_EQ(claims[0]["spec"]["resources"]["requests"]["storage"], "1Gi");
+  EXPECT_FALSE(claims[0]["metadata"].contains("ownerReferences"));
+  auto pod = build::build_nodeset_pod(n, {controller()}, 3);
+  ASSERT_TRUE(pod);
+  EXPECT_NE((*pod)["spec"]["volumes"].dump().find("\"claimName\":\"scratch-cpu-03\""),
+            std::string::npos);
+  n.spec.persistent_volume_claim_retention_policy.when_deleted = "Delete";
+  claims = build::build_nodeset_claims(n, "03");
+  EXPECT_EQ(claims[0]["metadata"]["ownerReferences"][0]["uid"], "n-uid");
+}
+
 TEST(NodeSetRevision, ChangesWithTheTemplateNotTheReplicas) {
   const api::Controller c = controller();
   const std::string base = build::nodeset_revision_name(nodeset(), {c});
