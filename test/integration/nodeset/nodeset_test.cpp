@@ -613,6 +613,25 @@ TEST_F(NodeSetTest, ClaimsAreMadeForEachPodAndGoWithAScaleInWhenAsked) {
   }
 }
 
+TEST_F(NodeSetTest, RecordsOfPodsThatAreGoneArePrunedWhenAsked) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"pruneSlurmNodeRecords", "NodeNotFound"}}}}));
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  // The record is linked to its pod (the comment) once the pod is ready.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(nodeset_ + "-1");
+        return node && node->comment.find(nodeset_ + "-1") != std::string::npos;
+      },
+      kConverge));
+  scale(1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  EXPECT_TRUE(eventually([&] { return !slurm_node(nodeset_ + "-1").has_value(); }, kConverge))
+      << describe();
+  EXPECT_TRUE(slurm_node(nodeset_ + "-0").has_value());
+}
+
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
