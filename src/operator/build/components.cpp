@@ -17,11 +17,17 @@ json key_items(const api::KeyRef& ref, const char* path) {
            {{"name", ref.name}, {"items", json::array({{{"key", ref.key}, {"path", path}}})}}}};
 }
 
+// The labels of an object of one cluster: the component's and slinky.slurm.net/cluster.
+json cluster_labels(std::string_view name, std::string_view instance, std::string_view component,
+                    const std::string& cluster) {
+  json labels = component_labels(name, instance, component);
+  labels[api::kLabelCluster] = cluster;
+  return labels;
+}
+
 json cluster_labels(std::string_view name, std::string_view instance, std::string_view component,
                     const api::Controller& controller) {
-  json labels = component_labels(name, instance, component);
-  labels[api::kLabelCluster] = controller.metadata.name;
-  return labels;
+  return cluster_labels(name, instance, component, controller.metadata.name);
 }
 
 }  // namespace
@@ -83,14 +89,15 @@ json build_restapi_deployment(const api::RestApi& r, const RestApiInputs& in) {
 
 json build_restapi_service(const api::RestApi& r) {
   const Owner owner{"RestApi", r.metadata.name, r.metadata.uid};
-  return service(restapi_name(r), r.metadata.namespace_name,
-                 component_labels("slurmrestd", r.metadata.name, "restapi"), owner,
-                 {{"selector", selector_labels("slurmrestd", r.metadata.name)},
-                  {"ports", json::array({{{"name", "slurmrestd"},
-                                          {"port", kSlurmrestdPort},
-                                          {"targetPort", "slurmrestd"},
-                                          {"protocol", "TCP"}}})}},
-                 r.spec.service);
+  return service(
+      restapi_name(r), r.metadata.namespace_name,
+      cluster_labels("slurmrestd", r.metadata.name, "restapi", r.spec.controller_ref.name), owner,
+      {{"selector", selector_labels("slurmrestd", r.metadata.name)},
+       {"ports", json::array({{{"name", "slurmrestd"},
+                               {"port", kSlurmrestdPort},
+                               {"targetPort", "slurmrestd"},
+                               {"protocol", "TCP"}}})}},
+      r.spec.service);
 }
 
 std::vector<json> build_restapi_objects(const api::RestApi& r, const RestApiInputs& in) {
@@ -283,7 +290,9 @@ json build_loginset_host_keys_secret(const api::LoginSet& l, const LoginSetInput
   return {{"apiVersion", "v1"},
           {"kind", "Secret"},
           {"metadata", object_meta(loginset_host_keys_name(l), l.metadata.namespace_name,
-                                   component_labels("login", l.metadata.name, "login"), owner)},
+                                   cluster_labels("login", l.metadata.name, "login",
+                                                  l.spec.controller_ref.name),
+                                   owner)},
           {"type", "Opaque"},
           {"immutable", true},
           {"stringData", in.host_keys}};
@@ -294,7 +303,9 @@ json build_loginset_ssh_config_map(const api::LoginSet& l) {
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
           {"metadata", object_meta(loginset_ssh_config_name(l), l.metadata.namespace_name,
-                                   component_labels("login", l.metadata.name, "login"), owner)},
+                                   cluster_labels("login", l.metadata.name, "login",
+                                                  l.spec.controller_ref.name),
+                                   owner)},
           {"data",
            {{"sshd_config", build_sshd_config(l)},
             {"authorized_keys", l.spec.root_ssh_authorized_keys}}}};
@@ -383,7 +394,7 @@ json build_loginset_service(const api::LoginSet& l) {
   const Owner owner{"LoginSet", l.metadata.name, l.metadata.uid};
   return service(
       loginset_name(l), l.metadata.namespace_name,
-      component_labels("login", l.metadata.name, "login"), owner,
+      cluster_labels("login", l.metadata.name, "login", l.spec.controller_ref.name), owner,
       {{"selector", selector_labels("login", l.metadata.name)},
        {"ports",
         json::array(
