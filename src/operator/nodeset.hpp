@@ -16,9 +16,7 @@
 #include <vector>
 
 #include "api/types.hpp"
-#include "kube/controller.hpp"
-#include "operator/cache.hpp"
-#include "operator/runtime.hpp"
+#include "operator/reconcile_support.hpp"
 #include "slurm/model.hpp"
 
 namespace tightrope::op {
@@ -72,15 +70,10 @@ std::vector<std::string> node_features(const std::string& spec,
 // True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
 bool operator_reason(const std::string& reason);
 
-class NodeSetReconciler : public kube::Reconciler {
+class NodeSetReconciler : public ResourceReconciler {
  public:
-  NodeSetReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
 }  // namespace tightrope::op

@@ -19,6 +19,17 @@
 
 namespace tightrope::op {
 
+// A reconciler of one of the operator's kinds: it reads the cache and writes through the runtime.
+class ResourceReconciler : public kube::Reconciler {
+ public:
+  ResourceReconciler(Runtime& runtime, const ResourceCache& cache)
+      : runtime_(runtime), cache_(cache) {}
+
+ protected:
+  Runtime& runtime_;
+  const ResourceCache& cache_;
+};
+
 // The identity of a cached resource, for status and events even when its spec cannot be read.
 api::ObjectMeta meta_of(const kube::Document& doc);
 std::vector<api::Condition> conditions_of(const kube::Document& doc);

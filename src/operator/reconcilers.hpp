@@ -4,65 +4,38 @@
 // not being ready. A reconcile is safe to repeat and to interrupt at any line.
 #pragma once
 
-#include "kube/controller.hpp"
-#include "operator/cache.hpp"
-#include "operator/runtime.hpp"
+#include "operator/reconcile_support.hpp"
 
 namespace tightrope::op {
 
-class ControllerReconciler : public kube::Reconciler {
+class ControllerReconciler : public ResourceReconciler {
  public:
-  ControllerReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
-class RestApiReconciler : public kube::Reconciler {
+class RestApiReconciler : public ResourceReconciler {
  public:
-  RestApiReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
-class AccountingReconciler : public kube::Reconciler {
+class AccountingReconciler : public ResourceReconciler {
  public:
-  AccountingReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
-class LoginSetReconciler : public kube::Reconciler {
+class LoginSetReconciler : public ResourceReconciler {
  public:
-  LoginSetReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
-class TokenReconciler : public kube::Reconciler {
+class TokenReconciler : public ResourceReconciler {
  public:
-  TokenReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
+  using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
-
- private:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
 };
 
 }  // namespace tightrope::op
