@@ -472,18 +472,24 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   const auto feed = runtime_.slurm().feed(cluster_key);
   const auto client = runtime_.slurm().get(cluster_key);
   std::string slurm_problem;
-  bool slurm_waiting = false;  // a new feed: not a failure, but nothing is known yet
+  // Why Slurm cannot be asked: no client yet (the Controller makes it, or lacks a RestApi or
+  // jwtKeyRef), a new feed that has not answered yet, or a failing one. Only the last is an
+  // outage; the others are how an operator starts.
+  std::string slurm_reason;
   if (!feed || !client) {
     slurm_problem = "the operator has no Slurm client for Controller " + cluster_key +
                     " (it needs a RestApi and a jwtKeyRef)";
+    slurm_reason = "NoSlurmClient";
   } else if (const auto health = feed->health();
              !health.synced && health.consecutive_failures == 0) {
     slurm_problem = "waiting for slurmrestd's first answer";
-    slurm_waiting = true;
+    slurm_reason = "WaitingForSlurm";
   } else if (!health.synced || health.consecutive_failures > 0) {
     slurm_problem = "slurmrestd does not answer: " +
                     (health.last_error ? health.last_error->message : std::string("not yet read"));
+    slurm_reason = "SlurmUnreachable";
   }
+  const bool slurm_waiting = slurm_reason == "NoSlurmClient" || slurm_reason == "WaitingForSlurm";
   const bool slurm_ok = slurm_problem.empty();
   std::map<std::string, slurm::Node> nodes;
   std::map<std::string, slurm::Time> deadlines;
@@ -684,8 +690,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       continue;
     }
     if (!slurm_ok) {
-      block(slurm_waiting ? "WaitingForSlurm" : "SlurmUnreachable",
-            "pod " + w.name + " kept: " + slurm_problem);
+      block(slurm_reason, "pod " + w.name + " kept: " + slurm_problem);
       continue;
     }
     const slurm::Node* node = node_of(w);
@@ -1037,23 +1042,27 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
                   {"DeletionBlocked", "True", blocked_reason, message, n.metadata.generation, ""},
                   stamp);
   }
-  set_condition(conditions,
-                {"SlurmReachable", slurm_ok ? "True" : (slurm_waiting ? "Unknown" : "False"),
-                 slurm_ok ? "Responding" : (slurm_waiting ? "NotYetRead" : "Unreachable"),
-                 slurm_ok ? "" : slurm_problem, n.metadata.generation, ""},
-                stamp);
+  set_condition(
+      conditions,
+      {"SlurmReachable", slurm_ok ? "True" : (slurm_waiting ? "Unknown" : "False"),
+       slurm_ok ? "Responding"
+                : (slurm_reason == "WaitingForSlurm"
+                       ? "NotYetRead"
+                       : (slurm_reason == "NoSlurmClient" ? "NoSlurmClient" : "Unreachable")),
+       slurm_ok ? "" : slurm_problem, n.metadata.generation, ""},
+      stamp);
 
   Readiness readiness;
   kube::ReconcileOutcome next = after(std::chrono::seconds(60));
   if (!blocked.empty()) {
-    readiness = {false, slurm_waiting ? "WaitingForSlurm" : "DeletionBlocked",
+    readiness = {false, slurm_waiting ? slurm_reason : "DeletionBlocked",
                  find_condition(conditions, "DeletionBlocked")->message};
     next = after(std::chrono::seconds(5));
   } else if (!create_problem.empty()) {
     readiness = {false, "CreateFailed", create_problem};
     next = retry();
   } else if (!slurm_ok) {
-    readiness = {false, slurm_waiting ? "WaitingForSlurm" : "SlurmUnreachable", slurm_problem};
+    readiness = {false, slurm_reason, slurm_problem};
     next = after(std::chrono::seconds(5));
   } else if (!draining.empty()) {
     std::string names;
