@@ -64,8 +64,7 @@ std::string owning(const kube::ObjectMeta& meta, const std::string& kind) {
 
 Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
                    metrics::Registry* metrics)
-    : client_(client),
-      runtime_(client, events, slurm_, std::move(options)),
+    : runtime_(client, events, slurm_, std::move(options)),
       factory_(client,
                [&] {
                  kube::ReflectorOptions r;

@@ -40,7 +40,6 @@ class Operator {
  private:
   void wire();
 
-  kube::Client& client_;
   SlurmClients slurm_;
   Runtime runtime_;
   kube::InformerFactory factory_;
