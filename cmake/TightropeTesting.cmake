@@ -18,6 +18,7 @@ function(tightrope_add_gtest)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gmock GTest::gtest)
   if(T_LABEL STREQUAL "unit")
     target_link_libraries(${T_NAME} PRIVATE GTest::gtest_main)
+    set_property(GLOBAL APPEND PROPERTY TIGHTROPE_UNIT_TESTS ${T_NAME})
     gtest_discover_tests(${T_NAME} PROPERTIES LABELS unit TIMEOUT 120)
   else()
     # One CTest entry per binary: the cases of a binary share the bed and run in order.
