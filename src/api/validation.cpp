@@ -169,6 +169,10 @@ FieldErrors validate(const NodeSet& n) {
   require(errors, mu_ok, "spec.updateStrategy.rollingUpdate.maxUnavailable",
           "must be a positive integer or a positive percentage such as \"25%\"");
   if (type == "ScheduledUpdate") {
+    // Parsed where it is used (the NodeSet controller); the CRD's date-time format checks it.
+    require(errors, !s.update_strategy.scheduled_update.start_time.empty(),
+            "spec.updateStrategy.scheduledUpdate.startTime",
+            R"(is required by ScheduledUpdate: an RFC 3339 time such as "2026-12-05T02:00:00Z")");
     const auto duration = parse_duration(s.update_strategy.scheduled_update.duration);
     require(errors, duration && *duration >= std::chrono::minutes(1),
             "spec.updateStrategy.scheduledUpdate.duration",

@@ -57,7 +57,24 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
       micros *= 10;
     }
   }
-  if (rest != "Z") {
+  // "Z", or an offset east (+hh:mm) or west (-hh:mm) of UTC that is taken off.
+  std::chrono::minutes offset{0};
+  if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':') {
+    int off_hours = 0;
+    int off_minutes = 0;
+    const std::string zone(rest.substr(1));
+    int zone_consumed = 0;
+    if (std::sscanf(zone.c_str(), "%2d:%2d%n", &off_hours, &off_minutes,  // NOLINT
+                    &zone_consumed) != 2 ||
+        zone_consumed != 5 || off_hours < 0 || off_hours > 23 || off_minutes < 0 ||
+        off_minutes > 59) {
+      return std::nullopt;
+    }
+    offset = std::chrono::minutes(off_hours * 60 + off_minutes);
+    if (rest[0] == '-') {
+      offset = -offset;
+    }
+  } else if (rest != "Z") {
     return std::nullopt;
   }
   std::tm tm{};
@@ -68,7 +85,7 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
   tm.tm_min = minute;
   tm.tm_sec = second;
   const std::time_t secs = timegm(&tm);
-  return std::chrono::system_clock::from_time_t(secs) + std::chrono::microseconds(micros);
+  return std::chrono::system_clock::from_time_t(secs) + std::chrono::microseconds(micros) - offset;
 }
 
 }  // namespace tightrope::kube

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "api/codec.hpp"
+#include "api/defaults.hpp"
 #include "api/well_known.hpp"
 #include "base/log.hpp"
 #include "kube/time.hpp"
@@ -77,6 +78,11 @@ std::string label(const json& object, std::string_view key) {
   }
   const auto it = labels->find(std::string(key));
   return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+bool has_finalizer(const json& object, std::string_view finalizer) {
+  const json finalizers = object.value("/metadata/finalizers"_json_pointer, json::array());
+  return std::find(finalizers.begin(), finalizers.end(), finalizer) != finalizers.end();
 }
 
 const json* pod_condition(const json& pod, const std::string& type) {
@@ -363,11 +369,69 @@ bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
 
+std::string maintenance_reservation_name(const api::NodeSet& n) {
+  return "SlurmOperatorMaint-" + n.metadata.name;
+}
+
+Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeSet& n,
+                                                                std::vector<std::string> nodes,
+                                                                slurm::Time now) {
+  const api::ScheduledUpdate& spec = n.spec.update_strategy.scheduled_update;
+  const auto start = kube::parse_time(spec.start_time);
+  if (!start) {
+    return fail("spec.updateStrategy.scheduledUpdate.startTime: \"" + spec.start_time +
+                R"(" is not an RFC 3339 time such as "2026-12-05T02:00:00Z")");
+  }
+  const auto duration = api::parse_duration(spec.duration);
+  if (!duration || *duration < std::chrono::minutes(1)) {
+    return fail("spec.updateStrategy.scheduledUpdate.duration: \"" + spec.duration +
+                "\" is not a duration of at least 1m");
+  }
+  slurm::Reservation r;
+  r.name = maintenance_reservation_name(n);
+  std::sort(nodes.begin(), nodes.end());
+  for (const auto& node : nodes) {
+    r.nodes += (r.nodes.empty() ? "" : ",") + node;
+  }
+  r.users = {"slurm"};
+  r.flags = {"MAINT", "IGNORE_JOBS"};
+  bool recurring = false;
+  for (const auto& flag : spec.flags) {
+    if (std::find(r.flags.begin(), r.flags.end(), flag) == r.flags.end()) {
+      r.flags.push_back(flag);
+    }
+    recurring = recurring || flag == "HOURLY" || flag == "DAILY" || flag == "WEEKDAY" ||
+                flag == "WEEKEND" || flag == "WEEKLY";
+  }
+  // Slurm counts in whole seconds.
+  const auto whole = [](slurm::Time t) {
+    return std::chrono::time_point_cast<std::chrono::seconds>(t);
+  };
+  r.start_time = whole(*start);
+  r.end_time = whole(*start + *duration);
+  if (*start < now) {
+    if (recurring) {
+      if (std::find(r.flags.begin(), r.flags.end(), "FORCE_START") == r.flags.end()) {
+        r.flags.emplace_back("FORCE_START");
+      }
+    } else if (*r.end_time <= now) {
+      return fail("the maintenance window " + spec.start_time + " + " + spec.duration +
+                  " has ended: set a later spec.updateStrategy.scheduledUpdate.startTime");
+    } else {
+      r.start_time = whole(now);
+    }
+  }
+  return r;
+}
+
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
   const kube::ResourceType& type = resources::nodesets();
   const auto doc = cache_.get(type, request.key());
-  if (!doc || doc->meta.deleting) {
+  if (!doc) {
     return settled();
+  }
+  if (doc->meta.deleting) {
+    return finish_deletion(*doc);
   }
   auto loaded = load(runtime_, type, *doc, &api::decode_nodeset);
   if (!loaded) {
@@ -405,12 +469,15 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       siblings.push_back(std::move(*sibling));
     }
   }
-  if (auto applied = apply_all(runtime_,
-                               {build::build_worker_service(*controller, siblings),
-                                build::build_worker_pdb(*controller, siblings)},
-                               nullptr);
-      !applied) {
-    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  for (const json& shared : {build::build_worker_service(*controller, siblings),
+                             build::build_worker_pdb(*controller, siblings)}) {
+    if (shared_applied_.fresh(shared)) {
+      continue;
+    }
+    if (auto applied = apply_all(runtime_, {shared}, nullptr); !applied) {
+      return not_ready({false, "ApplyFailed", applied.error()}, retry());
+    }
+    shared_applied_.remember(shared);
   }
 
   // The current revision, kept as a ControllerRevision; older ones beyond the history limit go.
@@ -674,6 +741,83 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
   }
 
+  // ScheduledUpdate: outdated pods are replaced inside the maintenance reservation, made while
+  // any is left and removed after; the finalizer marks that one may exist. A pod already
+  // drained for an update goes on; one that is not ready holds no job and goes at once.
+  const bool scheduled = n.spec.update_strategy.type == "ScheduledUpdate";
+  const bool holds_reservation = has_finalizer(doc->doc, api::kFinalizerNodeSetReservation);
+  const std::string maint = maintenance_reservation_name(n);
+  const auto now = std::chrono::system_clock::now();
+  std::optional<api::Condition> reservation;  // the ReservationCreated condition
+  std::optional<slurm::Time> window_opens;    // when the update waits for the window
+  const auto reservation_state = [&](bool created, const std::string& reason,
+                                     const std::string& message) {
+    reservation = api::Condition{"ReservationCreated",
+                                 created ? "True" : "False",
+                                 reason,
+                                 message,
+                                 n.metadata.generation,
+                                 ""};
+  };
+  std::vector<const WorkerPod*> outdated;
+  if (scheduled) {
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      const slurm::Node* node = node_of(w);
+      if ((node != nullptr && condemned_in_slurm(*node)) || !w.ready) {
+        condemned[w.name] = "update";
+      } else {
+        outdated.push_back(&w);
+      }
+    }
+  }
+  if (scheduled && outdated.empty()) {
+    reservation_state(false, "NoUpdatePending", "every pod is at revision " + revision);
+  } else if (scheduled && !slurm_ok) {
+    reservation_state(false, slurm_reason, slurm_problem);
+  } else if (scheduled) {
+    std::vector<std::string> hostnames;
+    for (const WorkerPod* w : outdated) {
+      if (node_of(*w) != nullptr) {
+        hostnames.push_back(w->hostname);
+      }
+    }
+    auto wanted = maintenance_reservation(n, hostnames, now);
+    if (!wanted) {
+      reservation_state(false, "InvalidWindow", wanted.error());
+    } else if (hostnames.empty()) {
+      reservation_state(false, "WaitingForSlurmNodes",
+                        "no outdated pod has registered its Slurm node yet");
+    } else if (auto held = hold_finalizer(*doc, true); !held) {
+      reservation_state(false, "ApplyFailed", "adding finalizer: " + held.error());
+    } else if (auto window = sync_reservation(*client, *wanted, self); !window) {
+      reservation_state(false, "SlurmUpdateFailed", window.error());
+    } else {
+      const bool open = window->first <= now && now < window->second;
+      if (!open && now < window->first) {
+        window_opens = window->first;
+      }
+      reservation_state(true, open ? "WindowOpen" : "Scheduled",
+                        "Slurm reservation " + maint + " on " + wanted->nodes + " from " +
+                            kube::format_time(window->first) + " to " +
+                            kube::format_time(window->second));
+      if (open) {
+        for (const WorkerPod* w : outdated) {
+          condemned[w->name] = "scheduled update";
+        }
+      }
+    }
+  }
+  if (holds_reservation && (!scheduled || outdated.empty()) && slurm_ok) {
+    if (auto released = release_reservation(*client, maint, self); !released) {
+      reservation_state(true, "RemovalFailed", released.error());
+    } else if (auto dropped = hold_finalizer(*doc, false); !dropped) {
+      reservation_state(false, "RemovalFailed", "removing finalizer: " + dropped.error());
+    }
+  }
+
   // Drain, wait, delete. Fail-closed at every step where Slurm's answer is missing.
   for (const auto& w : active) {
     const auto it = condemned.find(w.name);
@@ -812,7 +956,6 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   int64_t slurm_allocated = 0;
   int64_t slurm_down = 0;
   int64_t slurm_drain = 0;
-  const auto now = std::chrono::system_clock::now();
   for (const auto& w : active) {
     const bool going = condemned.count(w.name) != 0;
     if (w.ready) {
@@ -1042,6 +1185,12 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
                   {"DeletionBlocked", "True", blocked_reason, message, n.metadata.generation, ""},
                   stamp);
   }
+  if (reservation) {
+    set_condition(conditions, *reservation, stamp);
+  } else {
+    std::erase_if(conditions,
+                  [](const api::Condition& c) { return c.type == "ReservationCreated"; });
+  }
   set_condition(
       conditions,
       {"SlurmReachable", slurm_ok ? "True" : (slurm_waiting ? "Unknown" : "False"),
@@ -1064,6 +1213,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   } else if (!slurm_ok) {
     readiness = {false, slurm_reason, slurm_problem};
     next = after(std::chrono::seconds(5));
+  } else if (reservation && reservation->reason == "RemovalFailed") {
+    readiness = {false, "RemovalFailed", reservation->message};
+    next = after(std::chrono::seconds(5));
   } else if (!draining.empty()) {
     std::string names;
     for (const auto& d : draining) {
@@ -1072,6 +1224,14 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
     readiness = {false, "Draining", "waiting for the jobs on " + names + " to end"};
     next = after(std::chrono::seconds(30));
+  } else if (window_opens && replicas == want && ready == want && terminating == 0) {
+    readiness = {false, "UpdateScheduled",
+                 std::to_string(want - updated) +
+                     " pods wait for the maintenance window: " + reservation->message};
+    next = after(std::clamp<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(*window_opens - now) +
+            std::chrono::seconds(1),
+        std::chrono::seconds(1), std::chrono::seconds(60)));
   } else if (replicas != want || ready != want || updated != want || terminating > 0) {
     readiness = {false, "Progressing",
                  std::to_string(ready) + " of " + std::to_string(want) + " pods ready, " +
@@ -1088,6 +1248,130 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     return fail("writing status: " + published.error().message);
   }
   return next;
+}
+
+Result<Done, std::string> NodeSetReconciler::hold_finalizer(const kube::Document& nodeset,
+                                                            bool hold) {
+  json finalizers = nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array());
+  const std::string name(api::kFinalizerNodeSetReservation);
+  const bool has = std::find(finalizers.begin(), finalizers.end(), name) != finalizers.end();
+  if (has == hold) {
+    return Done{};
+  }
+  if (hold) {
+    finalizers.push_back(name);
+  } else {
+    finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), name), finalizers.end());
+  }
+  // With the resourceVersion the patch fails on a concurrent change instead of losing it.
+  json patch = json::object();
+  patch["metadata"]["finalizers"] = finalizers;
+  patch["metadata"]["resourceVersion"] = nodeset.meta.resource_version;
+  auto patched = runtime_.kube().patch(resources::nodesets(), nodeset.meta.namespace_name,
+                                       nodeset.meta.name, kube::PatchType::kMerge, patch);
+  if (!patched) {
+    return fail(patched.error().message);
+  }
+  return Done{};
+}
+
+Result<std::pair<slurm::Time, slurm::Time>, std::string> NodeSetReconciler::sync_reservation(
+    slurm::Client& client, const slurm::Reservation& wanted, const kube::ObjectReference& self) {
+  auto got = client.get_reservation(wanted.name);
+  if (!got && got.error().kind == slurm::ErrorKind::kNotFound) {
+    if (auto created = client.create_reservation(wanted); !created) {
+      return fail("creating Slurm reservation " + wanted.name + ": " + created.error().message);
+    }
+    runtime_.events().normal(self, "CreatedReservation",
+                             "Created Slurm maintenance reservation " + wanted.name + " on " +
+                                 wanted.nodes + " from " + kube::format_time(*wanted.start_time) +
+                                 " to " + kube::format_time(*wanted.end_time));
+    return std::pair{*wanted.start_time, *wanted.end_time};
+  }
+  if (!got) {
+    return fail("reading Slurm reservation " + wanted.name + ": " + got.error().message);
+  }
+  // Nodes follow the outdated pods. Slurm moves a recurring window on by itself, so only a
+  // one-time window that has not begun follows the spec's times.
+  const auto have = slurm::expand_hostlist(got->nodes).value_or(std::vector<std::string>{});
+  const auto want = slurm::expand_hostlist(wanted.nodes).value_or(std::vector<std::string>{});
+  slurm::ReservationUpdate update;
+  if (std::set<std::string>(have.begin(), have.end()) !=
+      std::set<std::string>(want.begin(), want.end())) {
+    update.nodes = wanted.nodes;
+  }
+  const bool recurring =
+      std::find(wanted.flags.begin(), wanted.flags.end(), "FORCE_START") != wanted.flags.end() ||
+      std::any_of(wanted.flags.begin(), wanted.flags.end(), [](const auto& f) {
+        return f == "HOURLY" || f == "DAILY" || f == "WEEKDAY" || f == "WEEKEND" || f == "WEEKLY";
+      });
+  const auto now = std::chrono::system_clock::now();
+  if (!recurring && got->start_time && *got->start_time > now &&
+      (got->start_time != wanted.start_time || got->end_time != wanted.end_time)) {
+    update.start_time = wanted.start_time;
+    update.end_time = wanted.end_time;
+  }
+  if (update.nodes || update.start_time) {
+    if (auto updated = client.update_reservation(wanted.name, update); !updated) {
+      return fail("updating Slurm reservation " + wanted.name + ": " + updated.error().message);
+    }
+    got = client.get_reservation(wanted.name);
+    if (!got) {
+      return fail("reading Slurm reservation " + wanted.name + ": " + got.error().message);
+    }
+  }
+  return std::pair{got->start_time.value_or(*wanted.start_time),
+                   got->end_time.value_or(*wanted.end_time)};
+}
+
+Result<Done, std::string> NodeSetReconciler::release_reservation(
+    slurm::Client& client, const std::string& name, const kube::ObjectReference& self) {
+  auto removed = client.delete_reservation(name);
+  if (!removed && removed.error().kind != slurm::ErrorKind::kNotFound) {
+    return fail("deleting Slurm reservation " + name + ": " + removed.error().message);
+  }
+  if (removed) {
+    runtime_.events().normal(self, "DeletedReservation",
+                             "Deleted Slurm maintenance reservation " + name);
+  }
+  return Done{};
+}
+
+// A NodeSet being deleted keeps its finalizer until its maintenance reservation is gone; when
+// Slurm cannot be asked it waits (the finalizer can be removed by hand after deleting the
+// reservation with scontrol).
+kube::ReconcileOutcome NodeSetReconciler::finish_deletion(const kube::Document& nodeset) {
+  if (!has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation)) {
+    return settled();
+  }
+  auto decoded = api::decode_nodeset(nodeset.doc);
+  if (!decoded) {
+    (void)hold_finalizer(nodeset, false);
+    return settled();
+  }
+  const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
+                                   nodeset.meta.namespace_name, nodeset.meta.name,
+                                   nodeset.meta.uid};
+  const std::string name = maintenance_reservation_name(*decoded);
+  const auto client = runtime_.slurm().get(
+      kube::object_key(nodeset.meta.namespace_name, decoded->spec.controller_ref.name));
+  if (!client) {
+    // No Controller (or no RestApi) left to reach Slurm through: nothing to wait for.
+    runtime_.events().warning(self, "ReservationLeft",
+                              "No Slurm client for Controller " +
+                                  decoded->spec.controller_ref.name + ": reservation " + name +
+                                  " is left for scontrol delete reservation=" + name);
+    (void)hold_finalizer(nodeset, false);
+    return settled();
+  }
+  if (auto released = release_reservation(*client, name, self); !released) {
+    runtime_.events().warning(self, "ReservationNotDeleted", released.error());
+    return after(std::chrono::seconds(10));
+  }
+  if (auto dropped = hold_finalizer(nodeset, false); !dropped) {
+    return retry();
+  }
+  return settled();
 }
 
 }  // namespace tightrope::op

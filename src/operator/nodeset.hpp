@@ -5,8 +5,8 @@
 //
 // A pod leaves only after its Slurm node is drained and idle (scale-in and updates alike), and
 // fail-closed: when Slurm cannot be asked, or does not know a running pod's node, nothing is
-// deleted and the NodeSet's ScaleIn condition says why. The cluster's Slurm change feed and the
-// Kubernetes watches enqueue NodeSets; the periodic resync is a safety net.
+// deleted and the NodeSet's DeletionBlocked condition says why. The cluster's Slurm change feed and
+// the Kubernetes watches enqueue NodeSets; the periodic resync is a safety net.
 #pragma once
 
 #include <chrono>
@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "api/types.hpp"
+#include "base/result.hpp"
 #include "operator/reconcile_support.hpp"
+#include "slurm/client.hpp"
 #include "slurm/model.hpp"
 
 namespace tightrope::op {
@@ -70,10 +72,38 @@ std::vector<std::string> node_features(const std::string& spec,
 // True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
 bool operator_reason(const std::string& reason);
 
+// ScheduledUpdate: outdated pods are replaced inside a Slurm maintenance reservation named
+// SlurmOperatorMaint-<nodeset>, which exists while an update is pending.
+std::string maintenance_reservation_name(const api::NodeSet& n);
+// That reservation over `nodes` (Slurm node names): MAINT and IGNORE_JOBS (it is made while
+// jobs run; nothing new starts in it), then the spec's flags, for user slurm, from startTime
+// for duration. A one-time window that has begun starts now; a recurring one (HOURLY, DAILY,
+// WEEKDAY, WEEKEND, WEEKLY) keeps its start with FORCE_START. An error says why there is none:
+// startTime does not parse, or a one-time window has ended.
+Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeSet& n,
+                                                                std::vector<std::string> nodes,
+                                                                slurm::Time now);
+
 class NodeSetReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  // The worker Service and PDB: every NodeSet reconcile builds them, a change or every five
+  // minutes writes them.
+  AppliedRecently shared_applied_{std::chrono::minutes(5)};
+
+  kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
+  // Adds or removes the reservation finalizer.
+  Result<Done, std::string> hold_finalizer(const kube::Document& nodeset, bool hold);
+  // Makes the maintenance reservation as wanted (nodes, and the window while it has not begun);
+  // its window as Slurm has it.
+  Result<std::pair<slurm::Time, slurm::Time>, std::string> sync_reservation(
+      slurm::Client& client, const slurm::Reservation& wanted, const kube::ObjectReference& self);
+  // Deletes it; gone already is fine.
+  Result<Done, std::string> release_reservation(slurm::Client& client, const std::string& name,
+                                                const kube::ObjectReference& self);
 };
 
 }  // namespace tightrope::op

@@ -61,6 +61,24 @@ kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
   return settled();
 }
 
+std::string AppliedRecently::key(const json& object) {
+  const json& meta = object["metadata"];
+  return object.value("apiVersion", "") + "/" + object.value("kind", "") + "/" +
+         meta.value("namespace", "") + "/" + meta.value("name", "");
+}
+
+bool AppliedRecently::fresh(const json& object) const {
+  const std::lock_guard lock(mu_);
+  const auto it = entries_.find(key(object));
+  return it != entries_.end() && it->second.body == object.dump() &&
+         std::chrono::steady_clock::now() - it->second.at < refresh_;
+}
+
+void AppliedRecently::remember(const json& object) {
+  const std::lock_guard lock(mu_);
+  entries_[key(object)] = Entry{object.dump(), std::chrono::steady_clock::now()};
+}
+
 int64_t status_int(const json& object, const char* field) {
   const auto status = object.find("status");
   if (status == object.end() || !status->is_object()) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -72,6 +73,28 @@ std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::D
 // Applies each object in order; `stored` (when given) gets each as stored, by "Kind/name".
 kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<nlohmann::json>& objects,
                                  std::map<std::string, nlohmann::json>* stored);
+
+// What was applied lately, for objects that many reconciles build alike (the NodeSets' shared
+// worker Service and PDB): the same object is applied again only after `refresh`, so that a
+// busy cluster's reconciles do not each write it, and a hand edit is still undone in time.
+// Safe to use from several workers.
+class AppliedRecently {
+ public:
+  explicit AppliedRecently(std::chrono::seconds refresh) : refresh_(refresh) {}
+  // True when `object` (the same JSON) was remembered less than `refresh` ago.
+  bool fresh(const nlohmann::json& object) const;
+  void remember(const nlohmann::json& object);
+
+ private:
+  static std::string key(const nlohmann::json& object);
+  struct Entry {
+    std::string body;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::chrono::seconds refresh_;
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> entries_;
+};
 
 // status.<field> of an object as an integer, 0 when absent.
 int64_t status_int(const nlohmann::json& object, const char* field);

@@ -115,6 +115,29 @@ json merge_over(const json& base, const json& user) {
   return out;
 }
 
+json logfile_sidecar(std::string_view file, const json& user) {
+  json mount = json::object();
+  mount["name"] = "logfile";
+  mount["mountPath"] = "/var/log/slurm";
+  json sidecar = json::object();
+  sidecar["name"] = "logfile";
+  sidecar["image"] = kHelperImage;
+  sidecar["restartPolicy"] = "Always";
+  sidecar["command"] = json::array(
+      {"sh", "-c",
+       "f=/var/log/slurm/" + std::string(file) +
+           "; while true; do [ -p $f ] || { rm -f $f; mkfifo -m 0666 $f; }; cat $f; done"});
+  sidecar["volumeMounts"] = json::array({mount});
+  return merge_over(sidecar, user);
+}
+
+json logfile_volume() {
+  json volume = json::object();
+  volume["name"] = "logfile";
+  volume["emptyDir"]["medium"] = "Memory";
+  return volume;
+}
+
 json pod_template(const json& labels, const json& annotations, const json& base_spec,
                   const api::PodTemplate& user) {
   json meta_labels = json::object();

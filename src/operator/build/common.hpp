@@ -50,6 +50,13 @@ nlohmann::json object_meta(std::string_view name, std::string_view namespace_nam
 // with the user's entry merged over the operator's, other lists and scalars are the user's.
 nlohmann::json merge_over(const nlohmann::json& base, const nlohmann::json& user);
 
+// The native sidecar "logfile" (an init container that keeps running) that makes
+// /var/log/slurm/<file> a FIFO and copies it to its stdout, so `kubectl logs -c logfile` shows
+// the daemon's log file; `user` (the resource's logfile container) is merged over it. The pod
+// mounts the memory emptyDir logfile_volume() at /var/log/slurm in both containers.
+nlohmann::json logfile_sidecar(std::string_view file, const nlohmann::json& user);
+nlohmann::json logfile_volume();
+
 // A pod template: metadata labels/annotations (the user's added to the operator's) and the
 // spec merged as above.
 nlohmann::json pod_template(const nlohmann::json& labels, const nlohmann::json& annotations,

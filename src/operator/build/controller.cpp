@@ -439,7 +439,7 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
       {{{"name", "slurm-etc"}, {"projected", {{"defaultMode", 0600}, {"sources", sources}}}},
        {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}},
        {{"name", "slurmctld-auth"}, {"emptyDir", {{"medium", "Memory"}}}},
-       {{"name", "logfile"}, {"emptyDir", {{"medium", "Memory"}}}}});
+       logfile_volume()});
   json claim_templates = json::array();
   const bool persistent = s.persistence.enabled.value_or(true);
   if (!persistent) {
@@ -472,17 +472,7 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
                     {{"name", "logfile"}, {"mountPath", "/var/log/slurm"}},
                     {{"name", "statesave"}, {"mountPath", "/var/spool/slurmctld"}}})}};
   slurmctld = merge_over(slurmctld, s.slurmctld);
-  // The log file is a FIFO that a native sidecar copies to its stdout: `kubectl logs -c logfile`.
-  json logfile = {
-      {"name", "logfile"},
-      {"image", kHelperImage},
-      {"restartPolicy", "Always"},
-      {"command", json::array({"sh", "-c",
-                               "f=/var/log/slurm/slurmctld.log; while true; do [ -p $f ] || "
-                               "{ rm -f $f; mkfifo -m 0666 $f; }; cat $f; done"})},
-      {"volumeMounts", json::array({{{"name", "logfile"}, {"mountPath", "/var/log/slurm"}}})}};
-  logfile = merge_over(logfile, s.logfile);
-  json init = json::array({logfile});
+  json init = json::array({logfile_sidecar("slurmctld.log", s.logfile)});
   if (s.inplace_reconfigure) {
     // Reconfigures slurmctld when the mounted files change, instead of a new pod.
     json reconfigure = {

@@ -261,7 +261,10 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   json mount = json::object();
   mount["name"] = "slurm-etc";
   mount["mountPath"] = "/etc/slurm";
-  container["volumeMounts"] = json::array({mount});
+  json log_mount = json::object();
+  log_mount["name"] = "logfile";
+  log_mount["mountPath"] = "/var/log/slurm";
+  container["volumeMounts"] = json::array({mount, log_mount});
   container = merge_over(container, n.spec.slurmd);
 
   const std::string workers = worker_service_name(c);
@@ -278,6 +281,8 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   toleration["effect"] = "NoExecute";
   base["tolerations"] = json::array({toleration});
   base["containers"] = json::array({container});
+  // slurm.conf's SlurmdLogFile, shown by `kubectl logs <pod> -c logfile`.
+  base["initContainers"] = json::array({logfile_sidecar("slurmd.log", n.spec.logfile)});
   json key_item = json::object();
   key_item["key"] = c.spec.slurm_key_ref.key;
   key_item["path"] = "slurm.key";
@@ -288,7 +293,7 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   volume["name"] = "slurm-etc";
   volume["projected"]["defaultMode"] = 0600;
   volume["projected"]["sources"] = json::array({key_source});
-  base["volumes"] = json::array({volume});
+  base["volumes"] = json::array({volume, logfile_volume()});
   for (const auto& claim : n.spec.volume_claim_templates) {
     // Mounted where the user's template says (volumeMounts of the same name).
     const std::string claim_name = claim.value("/metadata/name"_json_pointer, std::string());

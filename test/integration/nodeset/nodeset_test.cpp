@@ -1,8 +1,9 @@
 // NodeSets on the bed: slurm-operator (the real binary) manages slurmd pods, the test-only pod
 // runner plays kubelet and runs a real slurmd for each, and the bed's real slurmctld (an
 // external Controller) is the cluster they join. Scale-in and updates drain first and never
-// take a pod with a running job; when Slurm cannot be asked nothing is deleted; cordons reach
-// Slurm and an administrator's drain is never undone.
+// take a pod with a running job; ScheduledUpdate waits for its maintenance reservation; when
+// Slurm cannot be asked nothing is deleted; cordons reach Slurm and an administrator's drain is
+// never undone.
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -10,10 +11,12 @@
 
 #include "../kube/kube_support.hpp"
 #include "../operator/operator_support.hpp"
+#include "kube/time.hpp"
 #include "nodeset/nodeset_support.hpp"
 #include "nodeset/pod_runner.hpp"
 #include "operator/resources.hpp"
 #include "slurm/client.hpp"
+#include "slurm/hostlist.hpp"
 #include "slurm/token.hpp"
 #include "testbed.hpp"
 
@@ -57,7 +60,11 @@ class NodeSetTest : public ::testing::Test {
     }
     op_.reset();
     runner_.reset();
-    // The Slurm node records of this test's pods: the bed's slurmctld outlives the test.
+    if (!slurm_) {
+      return;  // SetUp did not get this far
+    }
+    // What this test left in Slurm: the bed's slurmctld outlives the test.
+    (void)slurm_->delete_reservation("SlurmOperatorMaint-" + nodeset_);
     if (auto nodes = slurm_->list_nodes()) {
       for (const auto& n : nodes->list.nodes) {
         // StatefulSet mode names nodes after the NodeSet, DaemonSet mode after the Node.
@@ -227,6 +234,92 @@ TEST_F(NodeSetTest, RollingUpdateWaitsForTheRunningJob) {
   EXPECT_EQ(job_state(job), "COMPLETED");
   ASSERT_TRUE(eventually([&] { return rolled(2); }, kConverge)) << describe();
   EXPECT_NE(revision_of(busy), old_revision);
+}
+
+TEST_F(NodeSetTest, ScheduledUpdateReplacesPodsOnlyInsideTheMaintenanceWindow) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  const std::string maint = "SlurmOperatorMaint-" + nodeset_;
+  const auto set_strategy_and_image = [&](std::chrono::system_clock::time_point start,
+                                          const std::string& image) {
+    json patch = json::object();
+    patch["spec"]["updateStrategy"] = {
+        {"type", "ScheduledUpdate"},
+        {"scheduledUpdate", {{"startTime", kube::format_time(start)}, {"duration", "3m"}}}};
+    patch["spec"]["slurmd"]["image"] = image;
+    auto patched =
+        client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge, patch);
+    ASSERT_TRUE(patched) << patched.error().message;
+  };
+  const auto finalized = [&] {
+    auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+    const json finalizers = doc ? field<json>(*doc, "/metadata/finalizers", json::array()) : json();
+    return doc && std::find(finalizers.begin(), finalizers.end(),
+                            "nodeset.slinky.slurm.net/reservation") != finalizers.end();
+  };
+  const std::set<std::string> both = {nodeset_ + "-0", nodeset_ + "-1"};
+  const std::map<std::string, std::string> uids = {{nodeset_ + "-0", uid_of(nodeset_ + "-0")},
+                                                   {nodeset_ + "-1", uid_of(nodeset_ + "-1")}};
+
+  const auto start = std::chrono::system_clock::now() + std::chrono::seconds(25);
+  set_strategy_and_image(start, "registry.local/slurmd:next");
+  // The reservation covers both outdated nodes, MAINT (nothing new starts there), and the
+  // NodeSet holds the finalizer that removes it.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = slurm_->get_reservation(maint);
+        if (!r) {
+          return false;
+        }
+        const auto nodes = slurm::expand_hostlist(r->nodes).value_or(std::vector<std::string>{});
+        return std::set<std::string>(nodes.begin(), nodes.end()) == both &&
+               std::find(r->flags.begin(), r->flags.end(), "MAINT") != r->flags.end();
+      },
+      kConverge))
+      << nodeset_condition("ReservationCreated");
+  EXPECT_TRUE(eventually(
+      [&] {
+        return finalized() && nodeset_condition("ReservationCreated") == "True/Scheduled" &&
+               nodeset_condition("Ready") == "False/UpdateScheduled";
+      },
+      kConverge))
+      << nodeset_condition("ReservationCreated") << " " << nodeset_condition("Ready");
+  // Nothing is replaced before the window opens ...
+  while (std::chrono::system_clock::now() < start - std::chrono::seconds(2)) {
+    for (const auto& [pod, uid] : uids) {
+      EXPECT_EQ(uid_of(pod), uid) << pod << " was replaced before the window";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  // ... and everything is inside it; then the reservation and the finalizer go.
+  ASSERT_TRUE(eventually([&] { return rolled(2); }, std::chrono::seconds(120))) << describe();
+  EXPECT_LT(std::chrono::system_clock::now(), start + std::chrono::minutes(3));
+  for (const auto& [pod, uid] : uids) {
+    EXPECT_NE(uid_of(pod), uid);
+  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = slurm_->get_reservation(maint);
+        return !r && r.error().kind == slurm::ErrorKind::kNotFound && !finalized();
+      },
+      kConverge));
+  EXPECT_TRUE(
+      eventually([&] { return nodeset_condition("ReservationCreated") == "False/NoUpdatePending"; },
+                 kConverge));
+
+  // A NodeSet deleted while its window is ahead takes the reservation with it.
+  set_strategy_and_image(std::chrono::system_clock::now() + std::chrono::hours(1),
+                         "registry.local/slurmd:later");
+  ASSERT_TRUE(
+      eventually([&] { return slurm_->get_reservation(maint).ok() && finalized(); }, kConverge));
+  ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = slurm_->get_reservation(maint);
+        auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+        return !r && r.error().kind == slurm::ErrorKind::kNotFound && !doc;
+      },
+      kConverge));
 }
 
 TEST_F(NodeSetTest, OperatorKilledMidRolloutConvergesWithoutDuplicates) {

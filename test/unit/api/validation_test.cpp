@@ -266,9 +266,11 @@ TEST(ValidateNodeSet, MaxUnavailableIsAPositiveCountOrPercentage) {
   }
 }
 
-TEST(ValidateNodeSet, AScheduledUpdateLastsAtLeastAMinute) {
+TEST(ValidateNodeSet, AScheduledUpdateHasAStartAndLastsAtLeastAMinute) {
   auto n = valid_nodeset();
   n.spec.update_strategy.type = "ScheduledUpdate";
+  EXPECT_THAT(validate(n), NamesFields(Fields{"spec.updateStrategy.scheduledUpdate.startTime"}));
+  n.spec.update_strategy.scheduled_update.start_time = "2026-12-24T02:00:00Z";
   n.spec.update_strategy.scheduled_update.duration = "30s";
   EXPECT_THAT(validate(n), NamesFields(Fields{"spec.updateStrategy.scheduledUpdate.duration"}));
   n.spec.update_strategy.scheduled_update.duration = "soon";

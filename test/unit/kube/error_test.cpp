@@ -72,7 +72,10 @@ TEST(KubeTime, FormatsAndParsesBothForms) {
   EXPECT_EQ(parse_time("2026-12-02T00:00:00.123456Z"), t);
   EXPECT_EQ(parse_time("2026-12-02T00:00:00Z"), std::chrono::system_clock::from_time_t(1796169600));
   EXPECT_FALSE(parse_time("2026-12-02 00:00:00"));
-  EXPECT_FALSE(parse_time("2026-12-02T00:00:00+01:00"));
+  EXPECT_EQ(parse_time("2026-12-02T01:30:00+01:30"), parse_time("2026-12-02T00:00:00Z"));
+  EXPECT_EQ(parse_time("2026-12-01T19:00:00-05:00"), parse_time("2026-12-02T00:00:00Z"));
+  EXPECT_FALSE(parse_time("2026-12-02T00:00:00+1:00"));
+  EXPECT_FALSE(parse_time("2026-12-02T00:00:00+24:00"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The NodeSet's pure parts: pod names and ordinals, the slurmd arguments, revisions, the pod
 // built for an ordinal, the shared Service and budget, the scale-in order, maxUnavailable, the
-// pod conditions that mirror a Slurm node, and the reasons the operator gives Slurm.
+// pod conditions that mirror a Slurm node, the reasons the operator gives Slurm, and the
+// ScheduledUpdate maintenance reservation.
 #include "operator/build/nodeset.hpp"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "api/codec.hpp"
 #include "api/defaults.hpp"
 #include "api/well_known.hpp"
+#include "kube/time.hpp"
 #include "operator/nodeset.hpp"
 
 namespace tightrope::op {
@@ -101,6 +103,15 @@ TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
   EXPECT_NE(slurmd["lifecycle"]["preStop"]["exec"]["command"][2].get<std::string>().find(
                 "nodename=cpu-1 state=down reason='slurm-operator: Pod is terminating'"),
             std::string::npos);
+  // slurmd's log file reaches `kubectl logs -c logfile` through a native sidecar.
+  const json& sidecar = pod["spec"]["initContainers"][0];
+  EXPECT_EQ(sidecar["name"], "logfile");
+  EXPECT_EQ(sidecar["restartPolicy"], "Always");
+  EXPECT_NE(sidecar["command"][2].get<std::string>().find("/var/log/slurm/slurmd.log"),
+            std::string::npos);
+  EXPECT_EQ(slurmd["volumeMounts"][1],
+            json({{"name", "logfile"}, {"mountPath", "/var/log/slurm"}}));
+  EXPECT_EQ(pod["spec"]["volumes"][1]["emptyDir"]["medium"], "Memory");
   // One slurmd per Kubernetes node unless oversubscribed.
   EXPECT_TRUE(pod["spec"].contains("affinity"));
   auto over = build::build_nodeset_pod(nodeset("  oversubscribeNode: true\n"), {c}, 0);
@@ -335,6 +346,55 @@ TEST(Reasons, CordonReasonFromAnnotationOrDefault) {
   EXPECT_EQ(reason.size(), std::string("slurm-operator: ").size() + 256);
   EXPECT_TRUE(operator_reason(reason));
   EXPECT_FALSE(operator_reason("admin: bad DIMM"));
+}
+
+// A NodeSet with ScheduledUpdate and these scheduledUpdate parameters (YAML flow style).
+api::NodeSet scheduled(const std::string& parameters) {
+  return nodeset(
+      "  updateStrategy:\n    type: ScheduledUpdate\n    scheduledUpdate: " + parameters + "\n");
+}
+
+TEST(MaintenanceReservation, AWindowAheadIsKeptAsWritten) {
+  const api::NodeSet n =
+      scheduled(R"({startTime: "2026-12-05T03:00:00+01:00", duration: 45m, flags: [FLEX]})");
+  const auto now = *kube::parse_time("2026-12-04T12:00:00Z");
+  const auto r = maintenance_reservation(n, {"cpu-1", "cpu-0"}, now);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->name, "SlurmOperatorMaint-cpu");
+  EXPECT_EQ(r->nodes, "cpu-0,cpu-1");
+  EXPECT_EQ(r->flags, std::vector<std::string>({"MAINT", "IGNORE_JOBS", "FLEX"}));
+  EXPECT_EQ(r->users, std::vector<std::string>({"slurm"}));
+  EXPECT_EQ(r->start_time, kube::parse_time("2026-12-05T02:00:00Z"));
+  EXPECT_EQ(r->end_time, kube::parse_time("2026-12-05T02:45:00Z"));
+}
+
+TEST(MaintenanceReservation, AOneTimeWindowThatBeganStartsNowAndOneThatEndedIsRefused) {
+  const api::NodeSet n = scheduled(R"({startTime: "2026-12-05T02:00:00Z", duration: 1h})");
+  const auto during = *kube::parse_time("2026-12-05T02:20:00.5Z");
+  const auto r = maintenance_reservation(n, {"cpu-0"}, during);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->start_time, kube::parse_time("2026-12-05T02:20:00Z"));
+  EXPECT_EQ(r->end_time, kube::parse_time("2026-12-05T03:00:00Z"));
+  const auto after =
+      maintenance_reservation(n, {"cpu-0"}, *kube::parse_time("2026-12-05T03:00:00Z"));
+  ASSERT_FALSE(after.ok());
+  EXPECT_NE(after.error().find("has ended"), std::string::npos) << after.error();
+}
+
+TEST(MaintenanceReservation, ARecurringWindowKeepsItsStartWithForceStart) {
+  const api::NodeSet n = scheduled(R"({startTime: "2026-11-01T02:00:00Z", flags: [DAILY]})");
+  const auto r = maintenance_reservation(n, {"cpu-0"}, *kube::parse_time("2026-12-05T12:00:00Z"));
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->flags, std::vector<std::string>({"MAINT", "IGNORE_JOBS", "DAILY", "FORCE_START"}));
+  EXPECT_EQ(r->start_time, kube::parse_time("2026-11-01T02:00:00Z"));
+  EXPECT_EQ(r->end_time, kube::parse_time("2026-11-01T02:30:00Z"));
+}
+
+TEST(MaintenanceReservation, AnUnreadableStartNamesTheField) {
+  const api::NodeSet n = scheduled(R"({startTime: "tomorrow at two"})");
+  const auto r = maintenance_reservation(n, {"cpu-0"}, std::chrono::system_clock::now());
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.error().starts_with("spec.updateStrategy.scheduledUpdate.startTime")) << r.error();
 }
 
 }  // namespace
