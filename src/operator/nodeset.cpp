@@ -80,6 +80,13 @@ std::string label(const json& object, std::string_view key) {
   return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// Slurm repeats a reservation with one of these flags, moving its window on by itself.
+bool recurring_reservation(const std::vector<std::string>& flags) {
+  return std::any_of(flags.begin(), flags.end(), [](const std::string& f) {
+    return f == "HOURLY" || f == "DAILY" || f == "WEEKDAY" || f == "WEEKEND" || f == "WEEKLY";
+  });
+}
+
 bool has_finalizer(const json& object, std::string_view finalizer) {
   const json finalizers = object.value("/metadata/finalizers"_json_pointer, json::array());
   return std::find(finalizers.begin(), finalizers.end(), finalizer) != finalizers.end();
@@ -395,13 +402,10 @@ Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeS
   }
   r.users = {"slurm"};
   r.flags = {"MAINT", "IGNORE_JOBS"};
-  bool recurring = false;
   for (const auto& flag : spec.flags) {
     if (std::find(r.flags.begin(), r.flags.end(), flag) == r.flags.end()) {
       r.flags.push_back(flag);
     }
-    recurring = recurring || flag == "HOURLY" || flag == "DAILY" || flag == "WEEKDAY" ||
-                flag == "WEEKEND" || flag == "WEEKLY";
   }
   // Slurm counts in whole seconds.
   const auto whole = [](slurm::Time t) {
@@ -410,7 +414,7 @@ Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeS
   r.start_time = whole(*start);
   r.end_time = whole(*start + *duration);
   if (*start < now) {
-    if (recurring) {
+    if (recurring_reservation(r.flags)) {
       if (std::find(r.flags.begin(), r.flags.end(), "FORCE_START") == r.flags.end()) {
         r.flags.emplace_back("FORCE_START");
       }
@@ -1252,12 +1256,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
 
 Result<Done, std::string> NodeSetReconciler::hold_finalizer(const kube::Document& nodeset,
                                                             bool hold) {
-  json finalizers = nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array());
-  const std::string name(api::kFinalizerNodeSetReservation);
-  const bool has = std::find(finalizers.begin(), finalizers.end(), name) != finalizers.end();
-  if (has == hold) {
+  if (has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation) == hold) {
     return Done{};
   }
+  json finalizers = nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array());
+  const std::string name(api::kFinalizerNodeSetReservation);
   if (hold) {
     finalizers.push_back(name);
   } else {
@@ -1300,13 +1303,8 @@ Result<std::pair<slurm::Time, slurm::Time>, std::string> NodeSetReconciler::sync
       std::set<std::string>(want.begin(), want.end())) {
     update.nodes = wanted.nodes;
   }
-  const bool recurring =
-      std::find(wanted.flags.begin(), wanted.flags.end(), "FORCE_START") != wanted.flags.end() ||
-      std::any_of(wanted.flags.begin(), wanted.flags.end(), [](const auto& f) {
-        return f == "HOURLY" || f == "DAILY" || f == "WEEKDAY" || f == "WEEKEND" || f == "WEEKLY";
-      });
   const auto now = std::chrono::system_clock::now();
-  if (!recurring && got->start_time && *got->start_time > now &&
+  if (!recurring_reservation(wanted.flags) && got->start_time && *got->start_time > now &&
       (got->start_time != wanted.start_time || got->end_time != wanted.end_time)) {
     update.start_time = wanted.start_time;
     update.end_time = wanted.end_time;
