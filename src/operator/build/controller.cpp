@@ -104,6 +104,19 @@ std::vector<const api::NodeSet*> sorted_nodesets(const ControllerInputs& in) {
 
 }  // namespace
 
+int64_t max_node_count(const ControllerInputs& in) {
+  int64_t nodes = 0;
+  for (const api::NodeSet* n : sorted_nodesets(in)) {
+    // status.replicas counts a DaemonSet-mode NodeSet's pods, which spec.replicas does not.
+    nodes += std::max(n->spec.replicas.value_or(1), n->status.replicas);
+  }
+  int64_t count = kMinMaxNodeCount;
+  while (count < 2 * nodes) {
+    count *= 2;
+  }
+  return count;
+}
+
 std::string controller_config_map_name(const api::Controller& c) {
   return c.metadata.name + "-config";
 }
@@ -283,7 +296,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   soft("SlurmdUser", "root");
   conf.set("SlurmdPort", std::to_string(kSlurmdPort));
   soft("SlurmdSpoolDir", "/var/spool/slurmd");
-  soft("MaxNodeCount", "1024");
+  soft("MaxNodeCount", std::to_string(max_node_count(in)));
   soft("SlurmctldLogFile", "/var/log/slurm/slurmctld.log");
   soft("SlurmdLogFile", "/var/log/slurm/slurmd.log");
   conf.set("AuthType", "auth/slurm");

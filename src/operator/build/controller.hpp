@@ -42,6 +42,13 @@ std::vector<std::string> owned_slurm_conf_keys();
 // ConfigMaps that hold slurm.conf. Empty when the Controller can be built.
 api::FieldErrors check_controller_config(const api::Controller& c, const ControllerInputs& in);
 
+// slurm.conf's MaxNodeCount, which bounds the dynamic nodes slurmctld accepts: twice the
+// NodeSets' replicas rounded up to a power of two, at least kMinMaxNodeCount. The headroom and
+// the rounding keep it steady (each change restarts slurmctld) while no fixed ceiling holds
+// a cluster back; an admin's own MaxNodeCount in extraConf wins.
+inline constexpr int64_t kMinMaxNodeCount = 1024;
+int64_t max_node_count(const ControllerInputs& in);
+
 std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in);
 // CgroupPlugin=cgroup/v2 + IgnoreSystemd=yes, unless a referenced ConfigMap provides one.
 std::optional<std::string> build_cgroup_conf(const ControllerInputs& in);

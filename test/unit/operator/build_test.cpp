@@ -157,6 +157,24 @@ TEST(SlurmConf, AUserMaxNodeCountReplacesTheOperatorsDefault) {
   EXPECT_EQ(values_of(build_slurm_conf(c, {}), "MaxNodeCount"), std::vector<std::string>{"64"});
 }
 
+TEST(SlurmConf, MaxNodeCountGrowsWithTheNodeSetsInPowersOfTwo) {
+  api::Controller c = controller();
+  ControllerInputs in;
+  in.nodesets = {nodeset("cpu"), nodeset("gpu")};
+  EXPECT_EQ(max_node_count(in), 1024);
+  in.nodesets[0].spec.replicas = 600;
+  in.nodesets[1].spec.replicas = 400;  // 1,000 nodes want 2,000
+  EXPECT_EQ(max_node_count(in), 2048);
+  EXPECT_EQ(values_of(build_slurm_conf(c, in), "MaxNodeCount"), std::vector<std::string>{"2048"});
+  // A DaemonSet-mode NodeSet counts the pods it has.
+  in.nodesets[1].spec.replicas.reset();
+  in.nodesets[1].status.replicas = 5000;
+  EXPECT_EQ(max_node_count(in), 16384);
+  // A NodeSet being deleted no longer counts.
+  in.nodesets[1].metadata.deleting = true;
+  EXPECT_EQ(max_node_count(in), 2048);
+}
+
 TEST(SlurmConf, ExtraConfIsAppendedAfterTheMarker) {
   api::Controller c = controller();
   EXPECT_EQ(build_slurm_conf(c, {}).find("### EXTRA CONFIG ###"), std::string::npos);
