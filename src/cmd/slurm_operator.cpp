@@ -95,6 +95,15 @@ int main(int argc, char** argv) {
                  "seconds between a Controller's checks that Slurm answers")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  kube::ClientOptions client_options;
+  app.add_option("--kube-api-qps", client_options.qps,
+                 "the operator's requests per second to the Kubernetes API, sustained")
+      ->check(CLI::Range(1.0, 10000.0))
+      ->capture_default_str();
+  app.add_option("--kube-api-burst", client_options.burst,
+                 "the operator's requests to the Kubernetes API allowed at once above the rate")
+      ->check(CLI::Range(1, 20000))
+      ->capture_default_str();
   std::string mirror = "none";
   app.add_option("--mirror-slurm-drains", mirror,
                  "show an administrator's Slurm drain on the Kubernetes Node: none, condition "
@@ -136,7 +145,6 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   metrics::Registry registry;
-  kube::ClientOptions client_options;
   client_options.metrics = &registry;
   client_options.user_agent = "slurm-operator";
   client_options.timeout = std::chrono::milliseconds(8000);  // below the lease's renew deadline

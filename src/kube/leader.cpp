@@ -165,6 +165,27 @@ void LeaderElector::run() {
 bool LeaderElector::try_acquire_or_renew() {
   const auto now_wall = std::chrono::system_clock::now();
   const auto now = steady_clock::now();
+  // A holder renews the lease as its last write left it, without reading it first: the
+  // resourceVersion makes the update fail (409) if anyone else wrote it since, and only then is
+  // it read again. Half the requests of a read-then-write renewal.
+  if (!held_.is_null()) {
+    nlohmann::json lease = held_;
+    lease["spec"]["renewTime"] = format_micro_time(now_wall);
+    auto renewed = client_.update(resources::leases(), options_.lease_namespace, lease);
+    if (renewed) {
+      std::lock_guard lock(mu_);
+      held_ = std::move(*renewed);
+      observed_renew_time_ = lease["spec"]["renewTime"].get<std::string>();
+      observed_at_ = now;
+      last_renew_ = now;
+      return true;
+    }
+    held_ = nullptr;
+    if (renewed.error().kind != ErrorKind::kConflict) {
+      log::debug("leader.update_failed", {{"error", renewed.error().message}});
+      return false;
+    }
+  }
   auto current = client_.get(resources::leases(), options_.lease_namespace, options_.lease_name);
   if (!current && current.error().kind == ErrorKind::kNotFound) {
     nlohmann::json lease = {
@@ -182,6 +203,7 @@ bool LeaderElector::try_acquire_or_renew() {
       return false;
     }
     std::lock_guard lock(mu_);
+    held_ = std::move(*created);
     observed_holder_ = options_.identity;
     observed_at_ = now;
     last_renew_ = now;
@@ -241,6 +263,7 @@ bool LeaderElector::try_acquire_or_renew() {
     return false;
   }
   std::lock_guard lock(mu_);
+  held_ = std::move(*updated);
   observed_holder_ = options_.identity;
   observed_renew_time_ = spec["renewTime"].get<std::string>();
   observed_at_ = now;
@@ -249,6 +272,7 @@ bool LeaderElector::try_acquire_or_renew() {
 }
 
 void LeaderElector::release() {
+  held_ = nullptr;
   auto current = client_.get(resources::leases(), options_.lease_namespace, options_.lease_name);
   if (!current || !(*current)["spec"].is_object()) {
     return;

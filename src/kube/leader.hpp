@@ -70,6 +70,9 @@ class LeaderElector {
   std::thread thread_;
   bool leading_ = false;
   std::chrono::steady_clock::time_point last_renew_{};
+  // The Lease as our last successful write left it, while we hold it (null otherwise). Only the
+  // elector's thread touches it.
+  nlohmann::json held_;
   // The lease record as last read, and when (our clock) it last changed.
   std::string observed_holder_;
   std::string observed_renew_time_;

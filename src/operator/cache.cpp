@@ -6,6 +6,32 @@ void ResourceCache::add(const kube::ResourceType& type, kube::Informer<kube::Doc
   informers_[type.resource].push_back(informer);
 }
 
+void ResourceCache::add_meta(const kube::ResourceType& type,
+                             kube::Informer<kube::MetaOnly>* informer) {
+  meta_informers_[type.resource].push_back(informer);
+}
+
+bool ResourceCache::caches(const kube::ResourceType& type) const {
+  return informers_.count(type.resource) != 0 || meta_informers_.count(type.resource) != 0;
+}
+
+std::optional<std::string> ResourceCache::resource_version(const kube::ResourceType& type,
+                                                           const std::string& key) const {
+  if (auto object = get(type, key)) {
+    return object->meta.resource_version;
+  }
+  const auto it = meta_informers_.find(type.resource);
+  if (it == meta_informers_.end()) {
+    return std::nullopt;
+  }
+  for (const auto* informer : it->second) {
+    if (auto object = informer->store().get(key)) {
+      return object->meta.resource_version;
+    }
+  }
+  return std::nullopt;
+}
+
 ResourceCache::Ptr ResourceCache::get(const kube::ResourceType& type,
                                       const std::string& key) const {
   const auto it = informers_.find(type.resource);

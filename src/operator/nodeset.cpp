@@ -475,13 +475,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   }
   for (const json& shared : {build::build_worker_service(*controller, siblings),
                              build::build_worker_pdb(*controller, siblings)}) {
-    if (shared_applied_.fresh(shared)) {
-      continue;
-    }
-    if (auto applied = apply_all(runtime_, {shared}, nullptr); !applied) {
+    if (auto applied = apply_all(runtime_, {shared}, nullptr, &applied_, &cache_); !applied) {
       return not_ready({false, "ApplyFailed", applied.error()}, retry());
     }
-    shared_applied_.remember(shared);
   }
 
   // The current revision, kept as a ControllerRevision; older ones beyond the history limit go.

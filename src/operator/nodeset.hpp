@@ -92,7 +92,6 @@ class NodeSetReconciler : public ResourceReconciler {
  private:
   // The worker Service and PDB: every NodeSet reconcile builds them, a change or every five
   // minutes writes them.
-  AppliedRecently shared_applied_{std::chrono::minutes(5)};
 
   kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
   // Adds or removes the reservation finalizer.

@@ -78,6 +78,7 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
       loginset_reconciler_(runtime_, cache_),
       token_reconciler_(runtime_, cache_),
       nodeset_reconciler_(runtime_, cache_) {
+  runtime_.use_cache(&cache_);
   wire();
 }
 
@@ -166,6 +167,7 @@ void Operator::wire() {
     const auto meta = [&](const kube::ResourceType& type,
                           const std::string& selector) -> Informer<MetaOnly>& {
       auto& informer = factory_.informer<MetaOnly>(type, ns, kube::decode_meta_only, selector);
+      cache_.add_meta(type, &informer);
       informers_.push_back(&informer);
       return informer;
     };

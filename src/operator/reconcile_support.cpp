@@ -47,36 +47,76 @@ kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
 }
 
 kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
-                                 std::map<std::string, json>* stored) {
+                                 std::map<std::string, json>* stored, AppliedObjects* applied,
+                                 const ResourceCache* cache) {
   for (const auto& object : objects) {
-    auto applied = rt.apply(object);
-    if (!applied) {
+    if (applied != nullptr && cache != nullptr && applied->unchanged(object, *cache)) {
+      continue;
+    }
+    auto result = rt.apply(object);
+    if (!result) {
       return fail("applying " + object.value("kind", "") + " " +
-                  object["metadata"].value("name", "") + ": " + applied.error().message);
+                  object["metadata"].value("name", "") + ": " + result.error().message);
+    }
+    if (applied != nullptr) {
+      applied->remember(object, *result);
     }
     if (stored != nullptr) {
-      (*stored)[object.value("kind", "") + "/" + object["metadata"].value("name", "")] = *applied;
+      (*stored)[object.value("kind", "") + "/" + object["metadata"].value("name", "")] = *result;
     }
   }
   return settled();
 }
 
-std::string AppliedRecently::key(const json& object) {
+namespace {
+
+std::string applied_key(const json& object) {
   const json& meta = object["metadata"];
   return object.value("apiVersion", "") + "/" + object.value("kind", "") + "/" +
          meta.value("namespace", "") + "/" + meta.value("name", "");
 }
 
-bool AppliedRecently::fresh(const json& object) const {
-  const std::lock_guard lock(mu_);
-  const auto it = entries_.find(key(object));
-  return it != entries_.end() && it->second.body == object.dump() &&
-         std::chrono::steady_clock::now() - it->second.at < refresh_;
+}  // namespace
+
+bool AppliedObjects::unchanged(const json& object, const ResourceCache& cache) const {
+  Entry entry;
+  {
+    const std::lock_guard lock(mu_);
+    const auto it = entries_.find(applied_key(object));
+    if (it == entries_.end()) {
+      return false;
+    }
+    entry = it->second;
+  }
+  if (entry.body != object.dump()) {
+    return false;
+  }
+  const kube::ResourceType* type =
+      resources::for_object(object.value("apiVersion", ""), object.value("kind", ""));
+  if (type != nullptr && cache.caches(*type)) {
+    const json& meta = object["metadata"];
+    return cache.resource_version(
+               *type, kube::object_key(meta.value("namespace", ""), meta.value("name", ""))) ==
+           entry.resource_version;
+  }
+  return std::chrono::steady_clock::now() - entry.at < refresh_;
 }
 
-void AppliedRecently::remember(const json& object) {
+void AppliedObjects::remember(const json& object, const json& stored) {
   const std::lock_guard lock(mu_);
-  entries_[key(object)] = Entry{object.dump(), std::chrono::steady_clock::now()};
+  entries_[applied_key(object)] =
+      Entry{object.dump(), stored.value("/metadata/resourceVersion"_json_pointer, std::string()),
+            std::chrono::steady_clock::now()};
+}
+
+int64_t owned_status_int(Runtime& rt, const std::map<std::string, json>& stored,
+                         const kube::ResourceType& type, const std::string& ns,
+                         const std::string& name, const char* field) {
+  if (const auto it = stored.find(type.kind + "/" + name); it != stored.end()) {
+    return status_int(it->second, field);
+  }
+  auto current = rt.kube().get(type, ns, name);
+  return current ? status_int(*current, field) : 0;
 }
 
 int64_t status_int(const json& object, const char* field) {

@@ -20,17 +20,6 @@
 
 namespace tightrope::op {
 
-// A reconciler of one of the operator's kinds: it reads the cache and writes through the runtime.
-class ResourceReconciler : public kube::Reconciler {
- public:
-  ResourceReconciler(Runtime& runtime, const ResourceCache& cache)
-      : runtime_(runtime), cache_(cache) {}
-
- protected:
-  Runtime& runtime_;
-  const ResourceCache& cache_;
-};
-
 // The identity of a cached resource, for status and events even when its spec cannot be read.
 api::ObjectMeta meta_of(const kube::Document& doc);
 std::vector<api::Condition> conditions_of(const kube::Document& doc);
@@ -70,30 +59,53 @@ std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::D
   return std::nullopt;
 }
 
-// Applies each object in order; `stored` (when given) gets each as stored, by "Kind/name".
-kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<nlohmann::json>& objects,
-                                 std::map<std::string, nlohmann::json>* stored);
-
-// What was applied lately, for objects that many reconciles build alike (the NodeSets' shared
-// worker Service and PDB): the same object is applied again only after `refresh`, so that a
-// busy cluster's reconciles do not each write it, and a hand edit is still undone in time.
-// Safe to use from several workers.
-class AppliedRecently {
+// What the operator last applied of each object it owns, so that a reconcile that builds the
+// same object again writes nothing: a steady cluster costs the API server no writes. An object
+// is applied again when what is built differs, when the cache shows another resourceVersion
+// than the apply returned (someone edited or deleted it: the watch brings the reconcile that
+// undoes it), and, for kinds the operator does not cache, once `refresh` has passed. Safe to
+// use from several workers.
+class AppliedObjects {
  public:
-  explicit AppliedRecently(std::chrono::seconds refresh) : refresh_(refresh) {}
-  // True when `object` (the same JSON) was remembered less than `refresh` ago.
-  bool fresh(const nlohmann::json& object) const;
-  void remember(const nlohmann::json& object);
+  explicit AppliedObjects(std::chrono::seconds refresh) : refresh_(refresh) {}
+  bool unchanged(const nlohmann::json& object, const ResourceCache& cache) const;
+  // `stored` is the object as the API server answered the apply.
+  void remember(const nlohmann::json& object, const nlohmann::json& stored);
 
  private:
-  static std::string key(const nlohmann::json& object);
   struct Entry {
     std::string body;
+    std::string resource_version;
     std::chrono::steady_clock::time_point at;
   };
   std::chrono::seconds refresh_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> entries_;
+};
+
+// Applies each object in order, except those `applied` says are unchanged; `stored` (when
+// given) gets each object applied as stored, by "Kind/name".
+kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<nlohmann::json>& objects,
+                                 std::map<std::string, nlohmann::json>* stored,
+                                 AppliedObjects* applied = nullptr,
+                                 const ResourceCache* cache = nullptr);
+
+// status.<field> of an owned object: from `stored` when this reconcile applied it, else read
+// from the API server (the cache keeps no status of owned objects).
+int64_t owned_status_int(Runtime& rt, const std::map<std::string, nlohmann::json>& stored,
+                         const kube::ResourceType& type, const std::string& ns,
+                         const std::string& name, const char* field);
+
+// A reconciler of one of the operator's kinds: it reads the cache and writes through the runtime.
+class ResourceReconciler : public kube::Reconciler {
+ public:
+  ResourceReconciler(Runtime& runtime, const ResourceCache& cache)
+      : runtime_(runtime), cache_(cache) {}
+
+ protected:
+  Runtime& runtime_;
+  const ResourceCache& cache_;
+  AppliedObjects applied_{std::chrono::minutes(5)};
 };
 
 // status.<field> of an object as an integer, 0 when absent.

@@ -99,14 +99,17 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     return not_ready({false, "InvalidConfig", api::join(errors)}, settled());
   }
 
-  const bool monitors = runtime_.serves("monitoring.coreos.com/v1", "ServiceMonitor");
+  // Discovery is asked only while a ServiceMonitor is wanted; one that is not is pruned if the
+  // CRD was there when last asked.
+  const bool want_monitor = c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled;
+  const bool monitors = runtime_.serves("monitoring.coreos.com/v1", "ServiceMonitor",
+                                        want_monitor && !c.spec.external);
   const auto objects = build::build_controller_objects(c, in, monitors);
   std::map<std::string, json> stored;
-  if (auto applied = apply_all(runtime_, objects, &stored); !applied) {
+  if (auto applied = apply_all(runtime_, objects, &stored, &applied_, &cache_); !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
   }
   // What the spec no longer asks for.
-  const bool want_monitor = c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled;
   std::vector<std::pair<const kube::ResourceType*, std::string>> unwanted;
   if (monitors && (!want_monitor || c.spec.external)) {
     unwanted.emplace_back(&resources::service_monitors(), build::controller_service_name(c));
@@ -213,9 +216,9 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     ready = {true, "External",
              "slurmctld runs outside Kubernetes at " + build::controller_conf_server(c)};
   } else {
-    const json& sts = stored["StatefulSet/" + build::controller_statefulset_name(c)];
     const int64_t want = c.spec.ha.enabled ? 1 + c.spec.ha.backups : 1;
-    const int64_t have = status_int(sts, "readyReplicas");
+    const int64_t have = owned_status_int(runtime_, stored, kube::resources::stateful_sets(), ns,
+                                          build::controller_statefulset_name(c), "readyReplicas");
     ready =
         have >= 1
             ? Readiness{true, "SlurmctldReady",
@@ -270,11 +273,13 @@ kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request
   }
   in.config_hash = build::sha256_hex((*config)["slurm.conf"]);
   std::map<std::string, json> stored;
-  if (auto applied = apply_all(runtime_, build::build_restapi_objects(r, in), &stored); !applied) {
+  if (auto applied =
+          apply_all(runtime_, build::build_restapi_objects(r, in), &stored, &applied_, &cache_);
+      !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
   }
-  const json& deployment = stored["Deployment/" + build::restapi_name(r)];
-  const int64_t available = status_int(deployment, "availableReplicas");
+  const int64_t available = owned_status_int(runtime_, stored, kube::resources::deployments(), ns,
+                                             build::restapi_name(r), "availableReplicas");
   const int64_t want = r.spec.replicas.value_or(1);
   const Readiness ready =
       available >= 1 || want == 0
@@ -353,12 +358,13 @@ kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& requ
   }
   in.storage_password = password.value;
   std::map<std::string, json> stored;
-  if (auto applied = apply_all(runtime_, build::build_accounting_objects(a, in), &stored);
+  if (auto applied =
+          apply_all(runtime_, build::build_accounting_objects(a, in), &stored, &applied_, &cache_);
       !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
   }
-  const int64_t ready_pods =
-      status_int(stored["StatefulSet/" + build::accounting_name(a)], "readyReplicas");
+  const int64_t ready_pods = owned_status_int(runtime_, stored, kube::resources::stateful_sets(),
+                                              ns, build::accounting_name(a), "readyReplicas");
   return not_ready(ready_pods >= 1
                        ? Readiness{true, "SlurmdbdReady", "slurmdbd is ready"}
                        : Readiness{false, "SlurmdbdNotReady", "slurmdbd is not ready (0/1 pods)"},
@@ -416,11 +422,15 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
     return not_ready({false, "SecretUnreadable", keys.error().message}, retry());
   }
   std::map<std::string, json> stored;
-  if (auto applied = apply_all(runtime_, build::build_loginset_objects(l, in), &stored); !applied) {
+  if (auto applied =
+          apply_all(runtime_, build::build_loginset_objects(l, in), &stored, &applied_, &cache_);
+      !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
   }
-  const json& deployment = stored["Deployment/" + build::loginset_name(l)];
-  const int64_t available = status_int(deployment, "availableReplicas");
+  const int64_t available = owned_status_int(runtime_, stored, kube::resources::deployments(), ns,
+                                             build::loginset_name(l), "availableReplicas");
+  const int64_t replicas = owned_status_int(runtime_, stored, kube::resources::deployments(), ns,
+                                            build::loginset_name(l), "replicas");
   const int64_t want = l.spec.replicas.value_or(1);
   return not_ready(available >= 1 || want == 0
                        ? Readiness{true, "LoginAvailable",
@@ -428,7 +438,7 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
                                        " login pods available"}
                        : Readiness{false, "LoginNotAvailable",
                                    "0/" + std::to_string(want) + " login pods available"},
-                   settled(), status_int(deployment, "replicas"));
+                   settled(), replicas);
 }
 
 // ---- Token.

@@ -46,6 +46,10 @@ kube::Result<json> Runtime::apply(const json& object) {
 
 kube::Result<Done> Runtime::remove_owned(const kube::ResourceType& type, const std::string& ns,
                                          const std::string& name, const std::string& owner_uid) {
+  if (cache_ != nullptr && cache_->caches(type) &&
+      !cache_->resource_version(type, kube::object_key(ns, name))) {
+    return Done{};
+  }
   auto current = kube_.get(type, ns, name);
   if (!current) {
     if (current.error().kind == kube::ErrorKind::kNotFound) {
@@ -71,46 +75,62 @@ kube::Result<Done> Runtime::remove_owned(const kube::ResourceType& type, const s
   return Done{};
 }
 
-kube::Result<std::map<std::string, std::string>> Runtime::secret_data(const std::string& ns,
-                                                                      const std::string& name) {
-  auto secret = kube_.get(kube::resources::secrets(), ns, name);
-  if (!secret) {
-    return fail(secret.error());
+kube::Result<std::map<std::string, std::string>> Runtime::read_data(const kube::ResourceType& type,
+                                                                    const std::string& ns,
+                                                                    const std::string& name) {
+  const std::string memo_key = type.resource + "/" + ns + "/" + name;
+  std::optional<std::string> cached_version;
+  if (cache_ != nullptr) {
+    cached_version = cache_->resource_version(type, kube::object_key(ns, name));
   }
-  std::map<std::string, std::string> out;
-  const json data = secret->value("data", json::object());  // items() must not outlive it
-  for (const auto& [key, value] : data.items()) {
-    if (value.is_string()) {
-      if (auto bytes = kube::decode_base64(value.get<std::string>())) {
-        out[key] = *bytes;
-      }
+  if (cached_version) {
+    std::lock_guard lock(reads_mu_);
+    const auto it = reads_.find(memo_key);
+    if (it != reads_.end() && it->second.resource_version == *cached_version) {
+      return it->second.data;
     }
   }
+  auto object = kube_.get(type, ns, name);
+  if (!object) {
+    return fail(object.error());
+  }
+  const bool secret = type.kind == "Secret";
+  std::map<std::string, std::string> out;
+  const json data = object->value("data", json::object());  // items() must not outlive it
+  for (const auto& [key, value] : data.items()) {
+    if (!value.is_string()) {
+      continue;
+    }
+    if (!secret) {
+      out[key] = value.get<std::string>();
+    } else if (auto bytes = kube::decode_base64(value.get<std::string>())) {
+      out[key] = *bytes;
+    }
+  }
+  std::lock_guard lock(reads_mu_);
+  reads_[memo_key] = {object->value("/metadata/resourceVersion"_json_pointer, std::string()), out};
   return out;
+}
+
+kube::Result<std::map<std::string, std::string>> Runtime::secret_data(const std::string& ns,
+                                                                      const std::string& name) {
+  return read_data(kube::resources::secrets(), ns, name);
 }
 
 kube::Result<std::map<std::string, std::string>> Runtime::config_map_data(const std::string& ns,
                                                                           const std::string& name) {
-  auto cm = kube_.get(kube::resources::config_maps(), ns, name);
-  if (!cm) {
-    return fail(cm.error());
-  }
-  std::map<std::string, std::string> out;
-  const json data = cm->value("data", json::object());
-  for (const auto& [key, value] : data.items()) {
-    if (value.is_string()) {
-      out[key] = value.get<std::string>();
-    }
-  }
-  return out;
+  return read_data(kube::resources::config_maps(), ns, name);
 }
 
-bool Runtime::serves(const std::string& api_version, const std::string& kind) {
+bool Runtime::serves(const std::string& api_version, const std::string& kind, bool ask) {
   const std::string key = api_version + "/" + kind;
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(serves_mu_);
     const auto it = serves_.find(key);
+    if (!ask) {
+      return it != serves_.end() && it->second.first;
+    }
     // A CRD installed later is noticed within seconds; one removed, within minutes.
     const auto ttl = it == serves_.end() || it->second.first ? std::chrono::seconds(300)
                                                              : std::chrono::seconds(10);

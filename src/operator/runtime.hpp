@@ -14,6 +14,7 @@
 #include "api/types.hpp"
 #include "kube/client.hpp"
 #include "kube/events.hpp"
+#include "operator/cache.hpp"
 #include "operator/slurm_clients.hpp"
 
 namespace tightrope::op {
@@ -47,6 +48,9 @@ class Runtime {
   Runtime(kube::Client& kube, kube::EventRecorder& events, SlurmClients& slurm,
           OperatorOptions options);
 
+  // The operator's cache, which lets reads and deletes of objects it knows skip the API server.
+  void use_cache(const ResourceCache* cache) { cache_ = cache; }
+
   kube::Client& kube() { return kube_; }
   kube::EventRecorder& events() { return events_; }
   SlurmClients& slurm() { return slurm_; }
@@ -55,7 +59,8 @@ class Runtime {
   // Server-side apply (force) as "slurm-operator". A Secret's stringData is sent as data, so
   // the applied fields are the stored ones. Returns the object as stored.
   kube::Result<nlohmann::json> apply(const nlohmann::json& object);
-  // Deletes the object if its controlling owner has `owner_uid`; absent is success.
+  // Deletes the object if its controlling owner has `owner_uid`; absent is success (and known
+  // without a request when the cache holds the type).
   kube::Result<Done> remove_owned(const kube::ResourceType& type, const std::string& ns,
                                   const std::string& name, const std::string& owner_uid);
   // A Secret's or ConfigMap's data (Secret values decoded); kNotFound when absent.
@@ -64,7 +69,8 @@ class Runtime {
   kube::Result<std::map<std::string, std::string>> config_map_data(const std::string& ns,
                                                                    const std::string& name);
   // Whether the API server serves `kind` in `api_version` (a CRD that may not be installed).
-  bool serves(const std::string& api_version, const std::string& kind);
+  // With ask = false, the last answer (false if never asked), and no request.
+  bool serves(const std::string& api_version, const std::string& kind, bool ask = true);
 
   // The URL of a RestApi's slurmrestd from the options' template.
   std::string slurmrestd_url(const std::string& service, const std::string& ns) const;
@@ -89,6 +95,18 @@ class Runtime {
   OperatorOptions options_;
   std::mutex serves_mu_;
   std::map<std::string, std::pair<bool, std::chrono::steady_clock::time_point>> serves_;
+  const ResourceCache* cache_ = nullptr;
+  // Secret and ConfigMap data as last read, with its resourceVersion: read again only when the
+  // cache shows another one.
+  struct Read {
+    std::string resource_version;
+    std::map<std::string, std::string> data;
+  };
+  std::mutex reads_mu_;
+  std::map<std::string, Read> reads_;  // by "<resource>/<namespace>/<name>"
+  kube::Result<std::map<std::string, std::string>> read_data(const kube::ResourceType& type,
+                                                             const std::string& ns,
+                                                             const std::string& name);
 };
 
 // A missing Secret or key, as a Readiness ("SecretNotFound: Secret slurm/x (spec.slurmKeyRef)

@@ -1,4 +1,4 @@
-// What the reconcilers share that has logic of its own: the memory of recent applies.
+// What the reconcilers share that has logic of its own: the memory of what was applied.
 #include "operator/reconcile_support.hpp"
 
 #include <gtest/gtest.h>
@@ -15,17 +15,67 @@ json service(const std::string& name, int port) {
           {"spec", {{"ports", json::array({{{"port", port}}})}}}};
 }
 
-TEST(AppliedRecently, TheSameObjectIsFreshUntilItChangesOrTheRefreshComes) {
-  AppliedRecently recent(std::chrono::minutes(5));
-  EXPECT_FALSE(recent.fresh(service("workers", 6818)));
-  recent.remember(service("workers", 6818));
-  EXPECT_TRUE(recent.fresh(service("workers", 6818)));
-  EXPECT_FALSE(recent.fresh(service("workers", 6819)));
-  EXPECT_FALSE(recent.fresh(service("other", 6818)));
+kube::Config server() {
+  kube::Config config;
+  config.server = "https://127.0.0.1:1";
+  return config;
+}
 
-  AppliedRecently always(std::chrono::seconds(0));
-  always.remember(service("workers", 6818));
-  EXPECT_FALSE(always.fresh(service("workers", 6818)));
+// A cache whose Services are known by identity, filled by hand (the informer never starts).
+struct CachedServices {
+  kube::Client client{server()};
+  kube::Informer<kube::MetaOnly> services{client, kube::resources::services(), "hpc",
+                                          kube::decode_meta_only};
+  ResourceCache cache;
+  CachedServices() { cache.add_meta(kube::resources::services(), &services); }
+  void put(const std::string& name, const std::string& resource_version) {
+    auto object = std::make_shared<kube::MetaOnly>();
+    object->meta.namespace_name = "hpc";
+    object->meta.name = name;
+    object->meta.resource_version = resource_version;
+    services.store().put("hpc/" + name, object);
+  }
+  void erase(const std::string& name) { services.store().erase("hpc/" + name); }
+};
+
+json stored(const json& object, const std::string& resource_version) {
+  json out = object;
+  out["metadata"]["resourceVersion"] = resource_version;
+  return out;
+}
+
+TEST(AppliedObjects, ACachedObjectIsAppliedAgainOnlyWhenBuiltOrStoredDifferently) {
+  CachedServices cached;
+  AppliedObjects applied(std::chrono::minutes(5));
+  EXPECT_FALSE(applied.unchanged(service("workers", 6818), cached.cache));
+  applied.remember(service("workers", 6818), stored(service("workers", 6818), "41"));
+  // The watch has not brought our write yet: apply again rather than trust an older object.
+  cached.put("workers", "40");
+  EXPECT_FALSE(applied.unchanged(service("workers", 6818), cached.cache));
+  cached.put("workers", "41");
+  EXPECT_TRUE(applied.unchanged(service("workers", 6818), cached.cache));
+  // Built differently, or another object.
+  EXPECT_FALSE(applied.unchanged(service("workers", 6819), cached.cache));
+  EXPECT_FALSE(applied.unchanged(service("other", 6818), cached.cache));
+  // Edited by hand, or deleted.
+  cached.put("workers", "57");
+  EXPECT_FALSE(applied.unchanged(service("workers", 6818), cached.cache));
+  cached.erase("workers");
+  EXPECT_FALSE(applied.unchanged(service("workers", 6818), cached.cache));
+}
+
+TEST(AppliedObjects, AnUncachedKindIsAppliedAgainAfterTheRefresh) {
+  CachedServices cached;  // no PodDisruptionBudgets in it
+  const json pdb = {{"apiVersion", "policy/v1"},
+                    {"kind", "PodDisruptionBudget"},
+                    {"metadata", {{"name", "workers"}, {"namespace", "hpc"}}},
+                    {"spec", {{"maxUnavailable", 0}}}};
+  AppliedObjects recent(std::chrono::minutes(5));
+  recent.remember(pdb, stored(pdb, "9"));
+  EXPECT_TRUE(recent.unchanged(pdb, cached.cache));
+  AppliedObjects always(std::chrono::seconds(0));
+  always.remember(pdb, stored(pdb, "9"));
+  EXPECT_FALSE(always.unchanged(pdb, cached.cache));
 }
 
 }  // namespace
