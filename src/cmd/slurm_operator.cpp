@@ -1,6 +1,7 @@
 // slurm-operator: runs the Controller, RestApi, Accounting, LoginSet and Token controllers of
 // slinky.slurm.net/v1beta1 resources, with optional leader election, health and metrics
 // endpoints, and a clean stop on SIGTERM (controllers drained, lease released).
+#include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -137,7 +138,10 @@ int main(int argc, char** argv) {
     log::error("operator.config_failed", {{"error", config.error().to_string()}});
     return 2;
   }
-  // Signals are taken by sigwait below, never by a worker thread.
+  // Two allocator arenas instead of glibc's eight a core: with some forty threads, freed
+  // memory spread over many arenas stayed resident (255 MiB instead of 114 at 1,000 pods).
+  mallopt(M_ARENA_MAX, 2);
+  // Signals are taken by sigtimedwait below, never by a worker thread.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -210,8 +214,13 @@ int main(int argc, char** argv) {
     operator_.start_controllers();
   }
 
+  // Memory freed after a burst (a thousand pods created, a Slurm list decoded) goes back to
+  // the system once a minute instead of staying in the allocator for the next burst.
   int signal = 0;
-  sigwait(&signals, &signal);
+  const timespec trim_period{60, 0};
+  while ((signal = sigtimedwait(&signals, nullptr, &trim_period)) < 0) {
+    malloc_trim(0);
+  }
   log::info("operator.stopping",
             {{"signal", std::to_string(signal)}, {"lost_lease", lost ? "true" : "false"}});
   stopping = true;

@@ -1,5 +1,7 @@
 #include "kube/object.hpp"
 
+#include <algorithm>
+
 namespace tightrope::kube {
 
 std::string object_key(std::string_view namespace_name, std::string_view name) {
@@ -131,12 +133,41 @@ nlohmann::json to_json(simdjson::dom::element element) {
   return nullptr;
 }
 
-DecodeResult decode_document(simdjson::dom::element object, Document* out) {
+DecodeResult decode_document_without(simdjson::dom::element object, Document* out,
+                                     std::span<const FieldPath> drop) {
   if (auto meta = decode_meta(object, &out->meta); !meta) {
     return meta;
   }
-  out->doc = to_json(object);
+  // metadata.managedFields is always left out: no controller reads it, and on a pod that
+  // several writers touched it is a third of the object.
+  static constexpr FieldPath kManagedFields{"metadata", "managedFields"};
+  out->doc = nlohmann::json::object();
+  for (const auto field : simdjson::dom::object(object)) {
+    const auto dropped_here = [&](std::string_view child) {
+      if (field.key == kManagedFields.first && child == kManagedFields.second) {
+        return true;
+      }
+      return std::any_of(drop.begin(), drop.end(), [&](const FieldPath& path) {
+        return path.first == field.key && path.second == child;
+      });
+    };
+    if (field.value.type() != simdjson::dom::element_type::OBJECT) {
+      out->doc[std::string(field.key)] = to_json(field.value);
+      continue;
+    }
+    nlohmann::json inner = nlohmann::json::object();
+    for (const auto child : simdjson::dom::object(field.value)) {
+      if (!dropped_here(child.key)) {
+        inner[std::string(child.key)] = to_json(child.value);
+      }
+    }
+    out->doc[std::string(field.key)] = std::move(inner);
+  }
   return std::monostate{};
+}
+
+DecodeResult decode_document(simdjson::dom::element object, Document* out) {
+  return decode_document_without(object, out, {});
 }
 
 DecodeResult decode_meta_only(simdjson::dom::element object, MetaOnly* out) {

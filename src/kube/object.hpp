@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,12 +50,18 @@ using DecodeResult = tightrope::Result<std::monostate, std::string>;
 // purpose: they hold kubectl's last-applied copy of the whole object.
 DecodeResult decode_meta(simdjson::dom::element object, ObjectMeta* meta);
 
-// The whole document, for controllers that need fields nobody projected.
+// The whole document (but metadata.managedFields), for controllers that need fields nobody
+// projected.
 struct Document {
   ObjectMeta meta;
   nlohmann::json doc;
 };
 DecodeResult decode_document(simdjson::dom::element object, Document* out);
+// A Document without the fields a cache's readers never need, each named by its top-level
+// field and the field within it (e.g. {"spec", "containers"}).
+using FieldPath = std::pair<std::string_view, std::string_view>;
+DecodeResult decode_document_without(simdjson::dom::element object, Document* out,
+                                     std::span<const FieldPath> drop);
 
 // Only the identity: enough for a controller that reads the rest from the API when it acts.
 struct MetaOnly {

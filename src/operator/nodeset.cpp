@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "api/codec.hpp"
@@ -24,6 +25,7 @@ namespace {
 
 constexpr std::string_view kConditionPrefix = "SlurmNodeState";
 constexpr size_t kMaxCreatesPerReconcile = 250;
+constexpr size_t kMaxConcurrentCreates = 32;
 constexpr std::chrono::seconds kUnregisteredGrace{120};
 constexpr std::string_view kFeaturePrefix = "k8s/";
 
@@ -113,7 +115,9 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
   w.ordinal = build::nodeset_pod_ordinal(n, w.name);
   w.created = meta.value("creationTimestamp", "");
   w.terminating = meta.contains("deletionTimestamp");
-  const json spec = pod.value("spec", json::object());
+  static const json kNoSpec = json::object();
+  const auto spec_it = pod.find("spec");
+  const json& spec = spec_it != pod.end() && spec_it->is_object() ? *spec_it : kNoSpec;
   w.kube_node = spec.value("nodeName", "");
   w.hostname = spec.value("hostname", w.name);
   w.revision = label(pod, "controller-revision-hash");
@@ -507,16 +511,17 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   }
 
   // The pods, as the cache has them.
-  std::vector<json> pod_docs;
-  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+  // Held, not copied: a thousand pods are tens of MB of JSON.
+  std::vector<ResourceCache::Ptr> pod_docs;
+  for (auto& p : cache_.list(kube::resources::pods(), ns)) {
     const kube::OwnerReference* owner = p->meta.controller_ref();
     if (owner != nullptr && owner->uid == n.metadata.uid) {
-      pod_docs.push_back(p->doc);
+      pod_docs.push_back(std::move(p));
     }
   }
   std::set<std::string> revisions_in_use = {revision};
   for (const auto& pod : pod_docs) {
-    revisions_in_use.insert(label(pod, "controller-revision-hash"));
+    revisions_in_use.insert(label(pod->doc, "controller-revision-hash"));
   }
   std::sort(revisions.begin(), revisions.end());
   int64_t unused = 0;
@@ -568,11 +573,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   std::vector<WorkerPod> pods;
   std::map<std::string, const json*> doc_of;
   for (const auto& pod : pod_docs) {
-    WorkerPod w = worker_pod(n, pod);
+    WorkerPod w = worker_pod(n, pod->doc);
     if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
       w.deadline = it->second;
     }
-    doc_of[w.name] = &pod;
+    doc_of[w.name] = &pod->doc;
     pods.push_back(std::move(w));
   }
   const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
@@ -875,48 +880,25 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   // New pods: DaemonSet mode, one on each eligible Node without one; else in the lowest free
   // ordinals. Pods on their way out (deleted just now included) still hold their names and
   // Nodes: their replacements wait for them to go.
-  int64_t created = 0;
-  std::string create_problem;
-  std::set<std::string> fresh_hostnames;  // of the pods created now
-  const auto create_pod = [&](const Result<json, std::string>& pod, const std::string& name,
-                              const std::string& claim_suffix) {
-    if (!pod) {
-      create_problem = pod.error();
-      return false;
-    }
-    // Its claims first: the scheduler waits for them, and they outlive the pod.
-    for (const auto& claim : build::build_nodeset_claims(n, claim_suffix)) {
-      auto made = runtime_.kube().create(kube::resources::persistent_volume_claims(), ns, claim);
-      if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-        create_problem = "creating PersistentVolumeClaim " + claim["metadata"].value("name", "") +
-                         ": " + made.error().message;
-        return false;
-      }
-    }
-    auto made = runtime_.kube().create(kube::resources::pods(), ns, *pod);
-    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-      create_problem = "creating pod " + name + ": " + made.error().message;
-      return false;
-    }
-    fresh_hostnames.insert((*pod)["spec"].value("hostname", name));
-    ++created;
-    return true;
+  struct NewPod {
+    Result<json, std::string> pod;
+    std::string name;
+    std::string claim_suffix;
   };
+  std::vector<NewPod> planned;
   if (daemon) {
     std::set<std::string> served;
     for (const auto& w : pods) {
       served.insert(w.target_node);
     }
     for (const auto& [node, hostname] : eligible) {
-      if (served.count(node) != 0 || created >= static_cast<int64_t>(kMaxCreatesPerReconcile)) {
+      if (served.count(node) != 0 || planned.size() >= kMaxCreatesPerReconcile) {
         continue;
       }
       const std::string name = build::daemon_pod_name(n, hostname);
-      if (!create_pod(build::build_nodeset_pod(
-                          n, in, build::PodIdentity{name, hostname, "", hostname}, node),
-                      name, hostname)) {
-        break;
-      }
+      planned.push_back(
+          {build::build_nodeset_pod(n, in, build::PodIdentity{name, hostname, "", hostname}, node),
+           name, hostname});
     }
   }
   const int64_t present = static_cast<int64_t>(active.size()) + terminating;
@@ -925,9 +907,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   for (const auto& w : pods) {
     taken.insert(w.ordinal);
   }
-  for (int64_t ordinal = 0; missing > 0 && create_problem.empty() &&
-                            created < static_cast<int64_t>(kMaxCreatesPerReconcile);
-       ++ordinal) {
+  for (int64_t ordinal = 0; missing > 0 && planned.size() < kMaxCreatesPerReconcile; ++ordinal) {
     if (taken.count(ordinal) != 0) {
       continue;
     }
@@ -939,12 +919,56 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         pinned = pin->second;
       }
     }
-    if (!create_pod(build::build_nodeset_pod(n, in, ordinal, pinned),
-                    build::nodeset_pod_name(n, ordinal),
-                    build::nodeset_padded_ordinal(n, ordinal))) {
-      break;
-    }
+    planned.push_back({build::build_nodeset_pod(n, in, ordinal, pinned),
+                       build::nodeset_pod_name(n, ordinal),
+                       build::nodeset_padded_ordinal(n, ordinal)});
     --missing;
+  }
+  // "" when made (or already there), else what went wrong.
+  const auto create_pod = [&](const NewPod& p) -> std::string {
+    if (!p.pod) {
+      return p.pod.error();
+    }
+    // Its claims first: the scheduler waits for them, and they outlive the pod.
+    for (const auto& claim : build::build_nodeset_claims(n, p.claim_suffix)) {
+      auto made = runtime_.kube().create(kube::resources::persistent_volume_claims(), ns, claim);
+      if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+        return "creating PersistentVolumeClaim " + claim["metadata"].value("name", "") + ": " +
+               made.error().message;
+      }
+    }
+    auto made = runtime_.kube().create(kube::resources::pods(), ns, *p.pod);
+    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+      return "creating pod " + p.name + ": " + made.error().message;
+    }
+    return "";
+  };
+  // Slow start, as Kubernetes' own controllers create pods: batches of 1, 2, 4, ... up to
+  // kMaxConcurrentCreates at once, each only after the previous one fully succeeded, so that a
+  // refusal (quota, admission) costs one request, and a thousand pods do not wait on one
+  // another's round trips.
+  std::string create_problem;
+  std::set<std::string> fresh_hostnames;  // of the pods created now
+  for (size_t next = 0, batch = 1; next < planned.size() && create_problem.empty();
+       batch = std::min(batch * 2, kMaxConcurrentCreates)) {
+    const size_t end = std::min(planned.size(), next + batch);
+    std::vector<std::string> problems(end - next);
+    std::vector<std::thread> creators;
+    for (size_t i = next + 1; i < end; ++i) {
+      creators.emplace_back([&, i] { problems[i - next] = create_pod(planned[i]); });
+    }
+    problems[0] = create_pod(planned[next]);
+    for (auto& t : creators) {
+      t.join();
+    }
+    for (size_t i = next; i < end; ++i) {
+      if (problems[i - next].empty()) {
+        fresh_hostnames.insert((*planned[i].pod)["spec"].value("hostname", planned[i].name));
+      } else if (create_problem.empty()) {
+        create_problem = problems[i - next];
+      }
+    }
+    next = end;
   }
 
   // The pods that stay: Kubernetes cordons reach Slurm, Slurm's state reaches the pods.

@@ -39,7 +39,8 @@ std::string Client::api(const std::string& path) const {
 }
 
 Result<Client::Answer> Client::attempt(const std::string& method, const std::string& path,
-                                       const std::string& body) {
+                                       const std::string& body,
+                                       const std::vector<std::string>* item_fields) {
   auto token = tokens_->token();
   if (!token) {
     return fail(token.error());
@@ -68,8 +69,18 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
   if (answer.status == 304) {
     return answer;
   }
-  if (!sent->body.empty()) {
+  if (!sent->body.empty() && item_fields == nullptr) {
     answer.doc = json::parse(sent->body, nullptr, /*allow_exceptions=*/false);
+  } else if (!sent->body.empty()) {
+    // Keys at depth 3 are those of a list's items ({"nodes": [{"name": ...}]}). Parsing the
+    // whole of a thousand-node answer would cost tens of MB for a moment, for fields nobody reads.
+    const json::parser_callback_t keep = [item_fields](int depth, json::parse_event_t event,
+                                                       json& parsed) {
+      return event != json::parse_event_t::key || depth != 3 ||
+             std::find(item_fields->begin(), item_fields->end(), parsed.get<std::string>()) !=
+                 item_fields->end();
+    };
+    answer.doc = json::parse(sent->body, keep, /*allow_exceptions=*/false);
   }
   if (answer.doc.is_discarded()) {
     if (answer.status >= 200 && answer.status < 300) {
@@ -85,12 +96,13 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
 }
 
 Result<Client::Answer> Client::call(const std::string& method, const std::string& path,
-                                    const std::optional<json>& body, Safety safety) {
+                                    const std::optional<json>& body, Safety safety,
+                                    const std::vector<std::string>* item_fields) {
   const std::string payload = body ? body->dump() : std::string{};
   auto delay = options_.backoff_initial;
   bool reauthorized = false;
   for (int n = 1;; ++n) {
-    auto answer = attempt(method, path, payload);
+    auto answer = attempt(method, path, payload, item_fields);
     if (answer) {
       return answer;
     }
@@ -126,7 +138,8 @@ Result<Conditional<NodeList>> Client::list_nodes(const NodeQuery& query) {
   if (query.include_future) {
     path += sep + "flags=FUTURE";
   }
-  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent);
+  const std::vector<std::string> fields = node_fields(*options_.version);
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields);
   if (!answer) {
     return fail(answer.error());
   }
@@ -198,7 +211,8 @@ Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since
   if (changed_since) {
     path += "?update_time=" + std::to_string(epoch_seconds(*changed_since));
   }
-  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent);
+  const std::vector<std::string> fields = job_fields(*options_.version);
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields);
   if (!answer) {
     return fail(answer.error());
   }

@@ -87,10 +87,13 @@ class Client {
     nlohmann::json doc;
   };
   enum class Safety { kIdempotent, kOnce };
+  // `item_fields`, when given, are the only fields kept of each item of the answer's list
+  // (e.g. of each node of "nodes"): the rest is dropped as it is parsed.
   Result<Answer> call(const std::string& method, const std::string& path,
-                      const std::optional<nlohmann::json>& body, Safety safety);
+                      const std::optional<nlohmann::json>& body, Safety safety,
+                      const std::vector<std::string>* item_fields = nullptr);
   Result<Answer> attempt(const std::string& method, const std::string& path,
-                         const std::string& body);
+                         const std::string& body, const std::vector<std::string>* item_fields);
   std::string api(const std::string& path) const;
   static Result<Done> done(const Result<Answer>& answer);
 

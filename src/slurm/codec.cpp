@@ -221,6 +221,40 @@ int64_t seconds_of(Time t) {
 
 }  // namespace
 
+std::vector<std::string> node_fields(const ApiVersion& v) {
+  return {"name",
+          "reason",
+          "features",
+          "active_features",
+          "comment",
+          "gres",
+          "gres_used",
+          "cpus",
+          "alloc_cpus",
+          "real_memory",
+          "alloc_memory",
+          "address",
+          "hostname",
+          "boot_time",
+          "last_busy",
+          std::string(v.node_state),
+          std::string(v.node_reason_set_by),
+          std::string(v.node_reason_changed_at),
+          std::string(v.node_topology)};
+}
+
+std::vector<std::string> job_fields(const ApiVersion& v) {
+  return {"job_id",
+          "name",
+          "nodes",
+          "partition",
+          "start_time",
+          "end_time",
+          "time_limit",
+          std::string(v.job_state),
+          std::string(v.job_user)};
+}
+
 std::string Node::base_state() const {
   for (const auto& word : state) {
     for (const std::string_view base : kBaseNodeStates) {

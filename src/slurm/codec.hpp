@@ -32,6 +32,10 @@ inline constexpr ApiVersion kV0045{"v0.0.45"};
 // The decoders return kProtocol errors naming the field when a document does not have the
 // shape the version promises; unknown fields are ignored.
 Result<NodeList> decode_nodes(const nlohmann::json& doc, const ApiVersion& v);
+// The fields of each node (job) that decode_nodes (decode_jobs) reads: a client need not keep
+// any other as it parses an answer.
+std::vector<std::string> node_fields(const ApiVersion& v);
+std::vector<std::string> job_fields(const ApiVersion& v);
 Result<JobList> decode_jobs(const nlohmann::json& doc, const ApiVersion& v);
 Result<std::vector<Partition>> decode_partitions(const nlohmann::json& doc, const ApiVersion& v);
 Result<std::vector<Reservation>> decode_reservations(const nlohmann::json& doc,

@@ -15,7 +15,9 @@ constexpr const char* kPod = R"({
     "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"},
     "ownerReferences": [{"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "name": "gpu",
                          "uid": "ns-1", "controller": true}],
-    "deletionTimestamp": "2026-12-02T10:00:00Z"
+    "deletionTimestamp": "2026-12-02T10:00:00Z",
+    "managedFields": [{"manager": "kube-scheduler", "operation": "Update", "fieldsType": "FieldsV1",
+                       "fieldsV1": {"f:spec": {"f:nodeName": {}}}}]
   },
   "spec": {"nodeName": "host-a"}
 })";
@@ -49,12 +51,14 @@ TEST(ObjectMeta, AnObjectWithoutANameIsRefused) {
   EXPECT_FALSE(decode_meta(parse(parser, R"({})"), &meta));
 }
 
-TEST(Document, KeepsTheWholeObject) {
+TEST(Document, KeepsTheWholeObjectButItsManagedFields) {
   simdjson::dom::parser parser;
   Document doc;
   ASSERT_TRUE(decode_document(parse(parser, kPod), &doc));
   EXPECT_EQ(doc.doc["spec"]["nodeName"], "host-a");
   EXPECT_EQ(doc.doc["metadata"]["generation"], 3);
+  EXPECT_EQ(doc.doc["metadata"]["labels"]["tier"], "gpu");
+  EXPECT_FALSE(doc.doc["metadata"].contains("managedFields"));
 }
 
 // A projection keeps what its controller reads and nothing else.

@@ -97,6 +97,27 @@ TEST(DecodeNodes, ANodeWithoutANameIsRejected) {
   EXPECT_NE(list.error().message.find("nodes[0].name"), std::string::npos);
 }
 
+// Only `fields` of each item: what a client keeps of a list as it parses it.
+json keep_only(const json& item, const std::vector<std::string>& fields) {
+  json out = json::object();
+  for (const auto& f : fields) {
+    if (item.contains(f)) {
+      out[f] = item[f];
+    }
+  }
+  return out;
+}
+
+TEST(DecodeNodes, NodeFieldsAreEverythingTheDecoderReads) {
+  const json full = drained_node();
+  const json kept = keep_only(full, node_fields(kV0044));
+  EXPECT_FALSE(kept.contains("energy"));
+  const auto a = decode_nodes({{"nodes", {full}}}, kV0044);
+  const auto b = decode_nodes({{"nodes", {kept}}}, kV0044);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->nodes, b->nodes);
+}
+
 TEST(DecodeJobs, ReadsStateNodesAndAnUnlimitedTimeLimit) {
   const json job = {{"job_id", 10},
                     {"name", "sample"},
@@ -115,6 +136,25 @@ TEST(DecodeJobs, ReadsStateNodesAndAnUnlimitedTimeLimit) {
   EXPECT_EQ(j.user, "slurm");
   EXPECT_FALSE(j.time_limit.has_value());
   EXPECT_EQ(j.start_time, Time(std::chrono::seconds(1796203747)));
+}
+
+TEST(DecodeJobs, JobFieldsAreEverythingTheDecoderReads) {
+  const json job = {{"job_id", 11},
+                    {"name", "sample"},
+                    {"user_name", "slurm"},
+                    {"partition", "ns1"},
+                    {"job_state", {"COMPLETED"}},
+                    {"nodes", "n[1-2]"},
+                    {"start_time", number(1796203747)},
+                    {"end_time", number(1796203800)},
+                    {"time_limit", number(30)},
+                    {"command", "/bin/true"}};
+  const json kept = keep_only(job, job_fields(kV0044));
+  EXPECT_FALSE(kept.contains("command"));
+  const auto a = decode_jobs({{"jobs", {job}}}, kV0044);
+  const auto b = decode_jobs({{"jobs", {kept}}}, kV0044);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->jobs, b->jobs);
 }
 
 TEST(DecodeJobs, ReadsAFiniteTimeLimitInMinutes) {
