@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -151,6 +152,55 @@ Usage usage_of(pid_t root) {
     }
   }
   return u;
+}
+
+// CPU seconds so far of the bed's processes, by program name, and of this harness (which plays
+// kubelet for every hollow pod): where a phase's time went on a small machine.
+std::map<std::string, double> bed_cpu_seconds() {
+  static const std::set<std::string> kPrograms = {
+      "etcd",      "kube-apiserver", "kube-controller", "kube-scheduler",
+      "slurmctld", "slurmrestd",     "bench_scale"};
+  std::map<std::string, double> out;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) == 0) {
+      continue;
+    }
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t open = line.find('(');
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) {
+      continue;
+    }
+    const std::string comm = line.substr(open + 1, close - open - 1);
+    if (kPrograms.count(comm) == 0) {
+      continue;
+    }
+    std::istringstream rest(line.substr(close + 2));
+    std::vector<std::string> fields;
+    for (std::string f; rest >> f;) {
+      fields.push_back(f);
+    }
+    if (fields.size() > 12) {
+      out[comm] += (std::stod(fields[11]) + std::stod(fields[12])) / tick;
+    }
+  }
+  return out;
+}
+
+json cpu_between(const std::map<std::string, double>& before,
+                 const std::map<std::string, double>& after, double operator_s) {
+  json out = json::object();
+  for (const auto& [name, seconds] : after) {
+    const auto it = before.find(name);
+    out[name == "bench_scale" ? "hollow kubelet + harness" : name] =
+        std::round((seconds - (it == before.end() ? 0.0 : it->second)) * 10) / 10;
+  }
+  out["operator"] = std::round(operator_s * 10) / 10;
+  return out;
 }
 
 class OperatorUnderTest {
@@ -318,7 +368,7 @@ json top(const std::map<std::string, int64_t>& counts, size_t n) {
   std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   json out = json::object();
-  for (size_t i = 0; i < v.size() && i < n; ++i) {
+  for (size_t i = 0; i < v.size() && i < n && v[i].second > 0; ++i) {
     out[v[i].first] = v[i].second;
   }
   return out;
@@ -473,6 +523,8 @@ int main(int argc, char** argv) {
 
   // 1. N replicas, from creation to Ready.
   const auto t0 = Steady::now();
+  const auto cpu_before_ready = bed_cpu_seconds();
+  const double operator_cpu_before_ready = sampler.now().cpu_s;
   const std::streamoff audit_before_ready = file_size(audit_log);
   const int64_t slurm_before_ready = proxy.requests();
   (void)client->create(op::resources::nodesets(), ns,
@@ -519,6 +571,9 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const AuditCount ready_audit = audit_between(audit_log, audit_before_ready, file_size(audit_log));
+  result["ready_phase_cpu_s"] = cpu_between(cpu_before_ready, bed_cpu_seconds(),
+                                            sampler.now().cpu_s - operator_cpu_before_ready);
+  result["ready_phase_cpu_s"]["machine_cores"] = std::thread::hardware_concurrency();
   result["ready_all_s"] = ready_s;
   result["ready_phases_s"] = {{"all_pods_created", created_s},
                               {"all_pods_scheduled", scheduled_s},
@@ -652,11 +707,15 @@ int main(int argc, char** argv) {
   say("scale-in " + std::to_string(o.nodes) + " -> 0");
   const auto jobs_before = slurm_client.list_jobs();
   const auto t_in = Steady::now();
+  const auto cpu_before_in = bed_cpu_seconds();
+  const double operator_cpu_before_in = sampler.now().cpu_s;
   (void)client->set_replicas(op::resources::nodesets(), ns, nodeset, 0);
   const double scale_in =
       time_until(t_in, std::chrono::milliseconds(50), std::max(300.0, o.nodes * 0.6),
                  [&] { return pods.store().size() == 0; });
   result["scale_in_all_s"] = scale_in;
+  result["scale_in_cpu_s"] =
+      cpu_between(cpu_before_in, bed_cpu_seconds(), sampler.now().cpu_s - operator_cpu_before_in);
   int64_t killed = 0;
   int64_t jobs = 0;
   if (auto after = slurm_client.list_jobs(); after) {

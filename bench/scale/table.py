@@ -11,6 +11,9 @@ ROWS = [
     ("ready_phases_s.all_pods_scheduled", "  every pod scheduled (s)", "{:.1f}"),
     ("ready_phases_s.all_pods_show_slurm_idle", "  every pod shows its Slurm state (s)", "{:.1f}"),
     ("ready_phase_requests.kube_per_s", "  operator's Kubernetes requests/s meanwhile", "{:.1f}"),
+    ("ready_phase_cpu_s.kube-apiserver", "  CPU meanwhile: kube-apiserver (s)", "{:.1f}"),
+    ("ready_phase_cpu_s.operator", "  CPU meanwhile: the operator (s)", "{:.1f}"),
+    ("ready_phase_cpu_s.slurmrestd", "  CPU meanwhile: slurmrestd (s)", "{:.1f}"),
     ("rss_steady_mib", "RSS at idle (MiB)", "{:.1f}"),
     ("rss_peak_mib", "RSS peak (MiB)", "{:.1f}"),
     ("cpu_s", "CPU, whole run (s)", "{:.1f}"),
@@ -23,6 +26,8 @@ ROWS = [
     ("cordon_drain_p50_s", "cordon -> Slurm DRAIN p50 (s)", "{:.2f}"),
     ("cordon_drain_p99_s", "cordon -> Slurm DRAIN p99 (s)", "{:.2f}"),
     ("scale_in_all_s", "scale-in N -> 0 (s)", "{:.1f}"),
+    ("scale_in_cpu_s.kube-apiserver", "  CPU meanwhile: kube-apiserver (s)", "{:.1f}"),
+    ("scale_in_cpu_s.operator", "  CPU meanwhile: the operator (s)", "{:.1f}"),
     ("jobs_killed", "jobs killed", "{}"),
 ]
 
