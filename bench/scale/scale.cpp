@@ -32,6 +32,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -92,63 +93,80 @@ struct Usage {
   double hwm_mib = 0;  // peak RSS the kernel saw (the main process)
 };
 
-// RSS and CPU of pid and its descendants.
-Usage usage_of(pid_t root) {
-  std::map<pid_t, pid_t> parent;
+// What /proc/<pid>/stat says of a process.
+struct ProcStat {
+  pid_t pid = 0;
+  std::string comm;
+  pid_t ppid = 0;
+  double cpu_s = 0;  // utime + stime
+};
+
+std::optional<ProcStat> read_stat(const std::filesystem::path& dir) {
+  std::ifstream stat(dir / "stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t open = line.find('(');
+  const size_t close = line.rfind(')');
+  if (open == std::string::npos || close == std::string::npos) {
+    return std::nullopt;
+  }
+  ProcStat out;
+  out.pid = std::stoi(dir.filename().string());
+  out.comm = line.substr(open + 1, close - open - 1);
+  std::istringstream rest(line.substr(close + 2));
+  std::vector<std::string> fields;
+  for (std::string f; rest >> f;) {
+    fields.push_back(f);
+  }
+  // After the ")": state(0) ppid(1) ... utime(11) stime(12).
+  if (fields.size() <= 12) {
+    return std::nullopt;
+  }
+  out.ppid = std::stoi(fields[1]);
+  out.cpu_s =
+      (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return out;
+}
+
+std::vector<ProcStat> all_processes() {
+  std::vector<ProcStat> out;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) == 0) {
       continue;
     }
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) {
-      continue;
+    if (auto stat = read_stat(entry.path())) {
+      out.push_back(std::move(*stat));
     }
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    parent[std::stoi(name)] = ppid;
   }
+  return out;
+}
+
+// RSS and CPU of pid and its descendants.
+Usage usage_of(pid_t root) {
+  const std::vector<ProcStat> processes = all_processes();
   std::set<pid_t> tree = {root};
   for (bool grew = true; grew;) {
     grew = false;
-    for (const auto& [pid, ppid] : parent) {
-      if (tree.count(ppid) != 0 && tree.insert(pid).second) {
+    for (const auto& p : processes) {
+      if (tree.count(p.ppid) != 0 && tree.insert(p.pid).second) {
         grew = true;
       }
     }
   }
   Usage u;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (const pid_t pid : tree) {
-    const std::string dir = "/proc/" + std::to_string(pid);
-    std::ifstream status(dir + "/status");
+  for (const auto& p : processes) {
+    if (tree.count(p.pid) == 0) {
+      continue;
+    }
+    u.cpu_s += p.cpu_s;
+    std::ifstream status("/proc/" + std::to_string(p.pid) + "/status");
     for (std::string line; std::getline(status, line);) {
       if (line.starts_with("VmRSS:")) {
         u.rss_mib += std::stod(line.substr(6)) / 1024.0;
-      } else if (line.starts_with("VmHWM:") && pid == root) {
+      } else if (line.starts_with("VmHWM:") && p.pid == root) {
         u.hwm_mib = std::stod(line.substr(6)) / 1024.0;
       }
-    }
-    std::ifstream stat(dir + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) {
-      continue;
-    }
-    std::istringstream rest(line.substr(close + 2));
-    std::vector<std::string> fields;
-    for (std::string f; rest >> f;) {
-      fields.push_back(f);
-    }
-    // After the ")": state(0) ppid(1) ... utime(11) stime(12).
-    if (fields.size() > 12) {
-      u.cpu_s += (std::stod(fields[11]) + std::stod(fields[12])) / tick;
     }
   }
   return u;
@@ -161,31 +179,9 @@ std::map<std::string, double> bed_cpu_seconds() {
       "etcd",      "kube-apiserver", "kube-controller", "kube-scheduler",
       "slurmctld", "slurmrestd",     "bench_scale"};
   std::map<std::string, double> out;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) == 0) {
-      continue;
-    }
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t open = line.find('(');
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos) {
-      continue;
-    }
-    const std::string comm = line.substr(open + 1, close - open - 1);
-    if (kPrograms.count(comm) == 0) {
-      continue;
-    }
-    std::istringstream rest(line.substr(close + 2));
-    std::vector<std::string> fields;
-    for (std::string f; rest >> f;) {
-      fields.push_back(f);
-    }
-    if (fields.size() > 12) {
-      out[comm] += (std::stod(fields[11]) + std::stod(fields[12])) / tick;
+  for (const auto& p : all_processes()) {
+    if (kPrograms.count(p.comm) != 0) {
+      out[p.comm] += p.cpu_s;
     }
   }
   return out;
