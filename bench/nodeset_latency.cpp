@@ -23,12 +23,14 @@
 #include "../test/integration/nodeset/pod_runner.hpp"
 #include "../test/integration/operator/operator_support.hpp"
 #include "operator/resources.hpp"
+#include "percentile.hpp"
 #include "slurm/client.hpp"
 #include "testbed.hpp"
 
 namespace {
 
 using nlohmann::json;
+using tightrope::bench::percentile;
 using Steady = std::chrono::steady_clock;
 namespace op = tightrope::op;
 namespace kube = tightrope::kube;
@@ -37,12 +39,6 @@ using tightrope::testing::TestBed;
 
 constexpr int kChanges = 100;
 constexpr auto kLimit = std::chrono::seconds(30);
-
-double percentile(std::vector<double> xs, double p) {
-  std::sort(xs.begin(), xs.end());
-  const size_t i = std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())));
-  return xs[i];
-}
 
 json summary(const std::vector<double>& xs) {
   if (xs.empty()) {

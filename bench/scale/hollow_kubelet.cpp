@@ -1,16 +1,15 @@
 #include "scale/hollow_kubelet.hpp"
 
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 
 #include "kube/resource.hpp"
 #include "kube/time.hpp"
+#include "nodeset/pod_runner.hpp"
 
 namespace tightrope::bench {
+
+namespace op = tightrope::op;
 
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -25,53 +24,6 @@ std::string node_name(const std::string& ns, int i) {
   char number[16];
   std::snprintf(number, sizeof number, "%04d", i);
   return "hollow-" + ns + "-" + number;
-}
-
-const json* slurmd_container(const json& pod) {
-  const auto spec = pod.find("spec");
-  if (spec == pod.end() || !spec->contains("containers")) {
-    return nullptr;
-  }
-  for (const auto& c : (*spec)["containers"]) {
-    if (c.value("name", "") == "slurmd") {
-      return &c;
-    }
-  }
-  return nullptr;
-}
-
-// Runs argv inside the root, output appended to `log`; waits at most 30 s.
-void run_in_root(const std::filesystem::path& root, const std::vector<std::string>& command,
-                 const std::filesystem::path& log) {
-  std::vector<std::string> argv = {"/usr/sbin/chroot", root.string(), "/usr/bin/env", "-i",
-                                   "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  argv.insert(argv.end(), command.begin(), command.end());
-  std::vector<char*> raw;
-  raw.reserve(argv.size() + 1);
-  for (auto& a : argv) {
-    raw.push_back(a.data());
-  }
-  raw.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-    }
-    ::execv(raw[0], raw.data());
-    _exit(127);
-  }
-  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
-  int status = 0;
-  while (steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      return;
-    }
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
 }
 
 }  // namespace
@@ -194,7 +146,7 @@ void HollowKubelet::handle(const std::string& key) {
 }
 
 bool HollowKubelet::start_pod(const json& pod) {
-  const json* container = slurmd_container(pod);
+  const json* container = op::testing::slurmd_container(pod);
   if (container == nullptr) {
     return true;  // nothing a hollow node can run
   }
@@ -257,17 +209,10 @@ void HollowKubelet::finish_pod(const json& pod) {
     std::lock_guard lock(mu_);
     ran = running_.erase(uid) != 0;
   }
-  const json* container = slurmd_container(pod);
-  if (ran && container != nullptr) {
-    const auto command =
-        container->value("/lifecycle/preStop/exec/command"_json_pointer, json::array());
-    if (!command.empty()) {
-      std::vector<std::string> argv;
-      for (const auto& a : command) {
-        argv.push_back(a.get<std::string>());
-      }
-      run_in_root(options_.slurm_root, argv, options_.log_dir / "hollow-prestop.out");
-    }
+  if (const auto argv = op::testing::pre_stop_command(pod); ran && !argv.empty()) {
+    (void)op::testing::run_in_root(options_.slurm_root, argv,
+                                   options_.log_dir / "hollow-prestop.out",
+                                   std::chrono::seconds(30));
   }
   kube::DeleteOptions del;
   del.grace_period_seconds = 0;

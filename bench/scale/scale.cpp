@@ -44,6 +44,7 @@
 #include "http.hpp"
 #include "kube/informer.hpp"
 #include "operator/resources.hpp"
+#include "percentile.hpp"
 #include "scale/counting_proxy.hpp"
 #include "scale/hollow_kubelet.hpp"
 #include "slurm/client.hpp"
@@ -52,6 +53,7 @@
 namespace {
 
 using nlohmann::json;
+using tightrope::bench::percentile;
 using Steady = std::chrono::steady_clock;
 namespace kube = tightrope::kube;
 namespace slurm = tightrope::slurm;
@@ -74,15 +76,6 @@ struct Options {
 
 double since(Steady::time_point t) {
   return std::chrono::duration<double>(Steady::now() - t).count();
-}
-
-double percentile(std::vector<double> xs, double p) {
-  if (xs.empty()) {
-    return -1;
-  }
-  std::sort(xs.begin(), xs.end());
-  const size_t i = std::min(xs.size() - 1, static_cast<size_t>(p * static_cast<double>(xs.size())));
-  return xs[i];
 }
 
 // --- the operator process and its footprint ------------------------------------------------

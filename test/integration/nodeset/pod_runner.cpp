@@ -36,15 +36,6 @@ bool http_ready(int port) {
   }
 }
 
-const json* slurmd_container(const json& pod) {
-  for (const auto& c : pod["spec"]["containers"]) {
-    if (c.value("name", "") == "slurmd") {
-      return &c;
-    }
-  }
-  return nullptr;
-}
-
 // In a forked child: setsid, output to `log`, exec `argv`. Never returns.
 [[noreturn]] void exec_logged(std::vector<std::string> argv, const std::filesystem::path& log) {
   setsid();
@@ -63,7 +54,34 @@ const json* slurmd_container(const json& pod) {
   _exit(127);
 }
 
-// Runs argv (inside the root) and waits, at most `limit`.
+}  // namespace
+
+const json* slurmd_container(const json& pod) {
+  const auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->contains("containers")) {
+    return nullptr;
+  }
+  for (const auto& c : (*spec)["containers"]) {
+    if (c.value("name", "") == "slurmd") {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> pre_stop_command(const json& pod) {
+  std::vector<std::string> argv;
+  const json* container = slurmd_container(pod);
+  if (container == nullptr) {
+    return argv;
+  }
+  for (const auto& a :
+       container->value("/lifecycle/preStop/exec/command"_json_pointer, json::array())) {
+    argv.push_back(a.get<std::string>());
+  }
+  return argv;
+}
+
 int run_in_root(const std::filesystem::path& root, const std::vector<std::string>& command,
                 const std::filesystem::path& log, milliseconds limit) {
   std::vector<std::string> argv = {
@@ -86,8 +104,6 @@ int run_in_root(const std::filesystem::path& root, const std::vector<std::string
   ::waitpid(pid, &status, 0);
   return -1;
 }
-
-}  // namespace
 
 PodRunner::PodRunner(kube::Client& client, PodRunnerOptions options)
     : client_(client), options_(std::move(options)) {}
@@ -359,20 +375,10 @@ void PodRunner::report_running(const json& pod, bool ready) {
 
 void PodRunner::terminate(const std::string& pod, const Slurmd& slurmd, const json* doc) {
   if (doc != nullptr) {
-    const json* container = slurmd_container(*doc);
-    if (container != nullptr) {
-      const auto command =
-          container->value("/lifecycle/preStop/exec/command"_json_pointer, json::array());
-      if (!command.empty()) {
-        std::vector<std::string> argv;
-        for (const auto& a : command) {
-          argv.push_back(a.get<std::string>());
-        }
-        (void)run_in_root(
-            options_.slurm_root, argv,
-            options_.log_dir / ("pod-" + options_.namespace_name + "-" + pod + ".out"),
-            std::chrono::seconds(30));
-      }
+    if (const auto argv = pre_stop_command(*doc); !argv.empty()) {
+      (void)run_in_root(options_.slurm_root, argv,
+                        options_.log_dir / ("pod-" + options_.namespace_name + "-" + pod + ".out"),
+                        std::chrono::seconds(30));
     }
   }
   ::kill(slurmd.pid, SIGTERM);

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -21,6 +22,16 @@
 #include "kube/client.hpp"
 
 namespace tightrope::op::testing {
+
+// What a kubelet stand-in needs of a slurmd pod, shared with the benchmarks' hollow kubelet.
+// The pod's slurmd container, nullptr when it has none.
+const nlohmann::json* slurmd_container(const nlohmann::json& pod);
+// Its preStop exec command, empty when it has none.
+std::vector<std::string> pre_stop_command(const nlohmann::json& pod);
+// Runs `command` inside the Slurm root with a clean environment, output appended to `log`;
+// after `limit` it is killed. The exit status, -1 when killed or signalled.
+int run_in_root(const std::filesystem::path& root, const std::vector<std::string>& command,
+                const std::filesystem::path& log, std::chrono::milliseconds limit);
 
 struct PodRunnerOptions {
   std::string namespace_name;
