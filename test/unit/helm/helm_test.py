@@ -63,6 +63,8 @@ REFUSED = [
      "partitions.all.nodesets: \"gpu\" is not an enabled NodeSet"),
     ("slurm-operator", ["--set", "webhook.certificate.cert=x"],
      "webhook.certificate: caCert, cert and key go together"),
+    ("slurm-operator", ["--set", "replicas=2", "--set", "leaderElection=false"],
+     "replicas: more than one operator needs leaderElection: true"),
 ]
 
 GENERATED_KEYS = ("ca.crt", "tls.crt", "tls.key", "caBundle", "slurm.key", "jwt_hs256.key")
@@ -235,6 +237,12 @@ def check_crs_fit_crds(failures):
             continue
         seen = 0
         for doc in yaml.safe_load_all((GOLDEN / f"{name}.yaml").read_text()):
+            if doc and doc.get("kind") in ("Secret", "ConfigMap"):
+                for field in ("data", "stringData"):
+                    for key, value in (doc.get(field) or {}).items():
+                        if not value:
+                            failures.append(f"{name}: {doc['kind']} {doc['metadata']['name']} "
+                                            f"has {field}.{key} empty")
             if not doc or not doc.get("apiVersion", "").startswith("slinky.slurm.net/"):
                 continue
             seen += 1
