@@ -139,6 +139,7 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
     w.ready_since = ready->value("lastTransitionTime", "");
   }
   w.cordoned = annotation(pod, api::kAnnotationPodCordon) == "true";
+  w.start_failure = container_start_failure(pod);
   const std::string cost = annotation(pod, api::kAnnotationPodDeletionCost);
   int64_t value = 0;
   if (!cost.empty()) {
@@ -272,6 +273,31 @@ void mirror_admin_drain(Runtime& rt, const kube::Document& kube_node, const std:
 }
 
 }  // namespace
+
+std::string container_start_failure(const json& pod) {
+  // ContainerCreating and PodInitializing are progress, not failures.
+  static const std::set<std::string, std::less<>> kStuck = {
+      "ErrImagePull",         "ImagePullBackOff",  "ErrImageNeverPull",
+      "InvalidImageName",     "CrashLoopBackOff",  "CreateContainerConfigError",
+      "CreateContainerError", "RunContainerError", "PreStartHookError",
+      "PostStartHookError"};
+  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+    const json statuses =
+        pod.value(json::json_pointer("/status/" + std::string(field)), json::array());
+    for (const auto& c : statuses) {
+      const json waiting = c.value("/state/waiting"_json_pointer, json::object());
+      const std::string reason = waiting.value("reason", "");
+      if (kStuck.count(reason) != 0) {
+        std::string out = "container " + c.value("name", "") + ": " + reason;
+        if (const std::string message = waiting.value("message", ""); !message.empty()) {
+          out += ": " + message;
+        }
+        return out;
+      }
+    }
+  }
+  return "";
+}
 
 std::vector<std::string> node_features(const std::string& spec,
                                        const std::vector<std::string>& current) {
@@ -579,6 +605,19 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
     doc_of[w.name] = &pod->doc;
     pods.push_back(std::move(w));
+  }
+  // The first stuck pod speaks for all: with a bad image every pod fails the same way.
+  std::string failing;
+  size_t failing_count = 0;
+  for (const auto& w : pods) {
+    if (!w.terminating && !w.start_failure.empty()) {
+      if (failing_count++ == 0) {
+        failing = "pod " + w.name + ": " + w.start_failure;
+      }
+    }
+  }
+  if (failing_count > 1) {
+    failing += " (and " + std::to_string(failing_count - 1) + " more pods)";
   }
   const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
     const auto it = nodes.find(w.hostname);
@@ -1234,6 +1273,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   } else if (!create_problem.empty()) {
     readiness = {false, "CreateFailed", create_problem};
     next = retry();
+  } else if (!failing.empty()) {
+    readiness = {false, "PodsFailing", failing};
+    next = after(std::chrono::seconds(30));
   } else if (!slurm_ok) {
     readiness = {false, slurm_reason, slurm_problem};
     next = after(std::chrono::seconds(5));

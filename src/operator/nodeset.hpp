@@ -39,6 +39,8 @@ struct WorkerPod {
   std::string created;
   bool terminating = false;
   bool cordoned = false;  // annotation pod-cordon=true
+  // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
+  std::string start_failure;
   int64_t deletion_cost = 0;
   // The latest end of the jobs on its Slurm node: nullopt without jobs, time_point::max() when
   // one has no time limit.
@@ -49,6 +51,11 @@ struct WorkerPod {
 // Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,
 // higher ordinal, more recently ready, newer. True when `a` goes before `b`.
 bool condemn_before(const WorkerPod& a, const WorkerPod& b);
+
+// Why one of the pod's containers waits and will not start by itself (an image that cannot be
+// pulled, a crash loop, a bad config), from the container statuses the pod cache keeps; ""
+// when no container is stuck.
+std::string container_start_failure(const nlohmann::json& pod);
 
 // maxUnavailable (an integer or "N%") of `replicas`, rounded up, at least 1.
 int64_t max_unavailable(const nlohmann::json& value, int64_t replicas);

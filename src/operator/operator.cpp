@@ -17,6 +17,29 @@ using nlohmann::json;
 
 namespace {
 
+// Copies each container's waiting state (reason and message), and nothing else of its status,
+// into a pod document decoded without its container statuses.
+void keep_waiting_states(simdjson::dom::element object, kube::Document* out) {
+  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+    simdjson::dom::array statuses;
+    if (object["status"][field].get(statuses) != simdjson::SUCCESS) {
+      continue;
+    }
+    for (const auto status : statuses) {
+      simdjson::dom::element waiting;
+      simdjson::dom::element name;
+      if (status["state"]["waiting"].get(waiting) != simdjson::SUCCESS ||
+          status["name"].get(name) != simdjson::SUCCESS) {
+        continue;
+      }
+      nlohmann::json kept = nlohmann::json::object();
+      kept["name"] = kube::to_json(name);
+      kept["state"]["waiting"] = kube::to_json(waiting);
+      out->doc["status"][field].push_back(std::move(kept));
+    }
+  }
+}
+
 // True when `spec` names `name` in any *Ref or *Refs field (a Secret, a ConfigMap, a Controller,
 // an Accounting): enough to map a change of the named object to the resources that use it.
 bool references(const json& value, const std::string& name, bool in_ref = false) {
@@ -186,7 +209,8 @@ void Operator::wire() {
       return informer;
     };
     // slurmd pods without their containers, volumes and container statuses, which no reconciler
-    // reads: about a third of what a whole pod costs in the cache.
+    // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
+    // a waiting state stays, which says why a container does not start.
     auto& worker_pods = factory_.informer<Document>(
         kube::resources::pods(), ns,
         [](simdjson::dom::element object, Document* out) {
@@ -197,7 +221,11 @@ void Operator::wire() {
                {"spec", "tolerations"},
                {"status", "containerStatuses"},
                {"status", "initContainerStatuses"}}};
-          return kube::decode_document_without(object, out, kUnread);
+          auto decoded = kube::decode_document_without(object, out, kUnread);
+          if (decoded) {
+            keep_waiting_states(object, out);
+          }
+          return decoded;
         },
         workers);
     cache_.add(kube::resources::pods(), &worker_pods);

@@ -123,10 +123,13 @@ json logfile_sidecar(std::string_view file, const json& user) {
   sidecar["name"] = "logfile";
   sidecar["image"] = kHelperImage;
   sidecar["restartPolicy"] = "Always";
+  // The shell is the container's PID 1, which ignores a SIGTERM it has no handler for: without
+  // the trap, and cat waited for in the background, every pod took its whole grace period to end.
   sidecar["command"] = json::array(
       {"sh", "-c",
-       "f=/var/log/slurm/" + std::string(file) +
-           "; while true; do [ -p $f ] || { rm -f $f; mkfifo -m 0666 $f; }; cat $f; done"});
+       "trap 'exit 0' TERM; f=/var/log/slurm/" + std::string(file) +
+           "; while true; do [ -p $f ] || { rm -f $f; mkfifo -m 0666 $f; }; cat $f & wait $!; "
+           "done"});
   sidecar["volumeMounts"] = json::array({mount});
   return merge_over(sidecar, user);
 }

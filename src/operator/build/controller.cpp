@@ -494,7 +494,8 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
         {"restartPolicy", "Always"},
         {"command",
          json::array({"sh", "-c",
-                      "last=$(cat /etc/slurm/* 2>/dev/null | sha256sum); while sleep 5; do "
+                      "trap 'exit 0' TERM; last=$(cat /etc/slurm/* 2>/dev/null | sha256sum); "
+                      "while sleep 5 & wait $!; do "
                       "now=$(cat /etc/slurm/* 2>/dev/null | sha256sum); if [ \"$now\" != "
                       "\"$last\" ]; then scontrol reconfigure && last=$now; fi; done"})},
         {"volumeMounts",

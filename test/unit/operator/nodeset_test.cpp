@@ -119,6 +119,22 @@ TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
   EXPECT_FALSE((*over)["spec"].contains("affinity"));
 }
 
+TEST(NodeSetPod, AStuckContainerSaysWhyAndProgressIsNoFailure) {
+  const json pulling = json::parse(R"({"status": {"containerStatuses": [
+      {"name": "slurmd", "state": {"waiting": {"reason": "ContainerCreating"}}}]}})");
+  EXPECT_EQ(container_start_failure(pulling), "");
+  const json bad_image = json::parse(R"({"status": {
+      "initContainerStatuses": [{"name": "logfile", "state": {"running": {}}}],
+      "containerStatuses": [{"name": "slurmd", "state": {"waiting": {"reason": "ErrImageNeverPull",
+          "message": "image \"x/slurmd:none\" is not present"}}}]}})");
+  EXPECT_EQ(container_start_failure(bad_image),
+            "container slurmd: ErrImageNeverPull: image \"x/slurmd:none\" is not present");
+  const json crash = json::parse(R"({"status": {"initContainerStatuses": [
+      {"name": "logfile", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}})");
+  EXPECT_EQ(container_start_failure(crash), "container logfile: CrashLoopBackOff");
+  EXPECT_EQ(container_start_failure(json::object()), "");
+}
+
 TEST(NodeSetPod, APinnedPodMayRunOnItsNodeOnly) {
   auto pod = build::build_nodeset_pod(nodeset(), {controller()}, 0, "kube-7");
   ASSERT_TRUE(pod);
