@@ -1,0 +1,285 @@
+"""End to end on a real node: the operator and a Slurm cluster installed with Helm, slurmd in real
+pods under a real kubelet, jobs run from the login pod.
+
+The bed (scripts/testbed --name $TESTBED_NAME up --with-node) is brought up and destroyed by
+CTest's fixture around this file. The steps build on each other and run in file order; each waits
+with a bounded loop and, when it gives up, prints what the cluster showed last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BED = os.environ.get("TESTBED_NAME", "e2e")
+OPERATOR_NS = "slinky"
+NS = "slurm"
+RELEASE = "slurm"
+NODESET = f"{RELEASE}-worker-slinky"
+HOST = "slinky-"  # the chart names a NodeSet's Slurm nodes <nodeset key>-<ordinal>
+VALUES = REPO / "deploy/helm/values/single-node.yaml"
+
+
+def bed_env() -> dict:
+    out = subprocess.run([str(REPO / "scripts/testbed"), "--name", BED, "env"], check=True,
+                         capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = shlex.split(value)[0] if value else ""
+    return env
+
+
+ENV = bed_env()
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout, input=stdin)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{shlex.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def kubectl(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(ENV["KUBECTL"], *args, **kw)
+
+
+def helm(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(ENV["HELM"], *args, **kw)
+
+
+def get(kind: str, name: str = "", ns: str = NS) -> dict:
+    r = kubectl("-n", ns, "get", kind, *([name] if name else []), "-o", "json", check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def wait_until(what: str, probe, timeout: float, explain=None, period: float = 2.0):
+    """Returns probe()'s first truthy value; fails after `timeout` s with what explain() shows."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (AssertionError, subprocess.TimeoutExpired, ValueError) as e:
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(period)
+    detail = explain() if explain else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}\n{detail}")
+
+
+def cluster_state() -> str:
+    pods = kubectl("-n", NS, "get", "pods", "-o", "wide", check=False).stdout
+    nodesets = kubectl("-n", NS, "get", "nodesets", "-o", "yaml", check=False).stdout
+    events = kubectl("-n", NS, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
+    operator = kubectl("-n", OPERATOR_NS, "logs", "deploy/slurm-operator", "--tail=40", check=False).stdout
+    return f"pods:\n{pods}\nnodesets:\n{nodesets[-3000:]}\nevents:\n{events[-3000:]}\noperator:\n{operator}"
+
+
+def login_pod() -> str:
+    pods = get("pods")
+    for p in pods.get("items", []):
+        labels = p["metadata"].get("labels", {})
+        if labels.get("app.kubernetes.io/name") == "login" and "deletionTimestamp" not in p["metadata"]:
+            return p["metadata"]["name"]
+    raise AssertionError("no login pod")
+
+
+def slurm(*cmd: str, check: bool = True, timeout: float = 120) -> str:
+    """A Slurm command run in the login pod, as a user of the cluster would."""
+    return kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", *cmd, check=check,
+                   timeout=timeout).stdout
+
+
+def node_states() -> dict[str, str]:
+    """Slurm node name -> its state, as sinfo prints it (idle, alloc, drain, drng, ...)."""
+    out = slurm("sinfo", "-h", "-N", "-o", "%N %t")
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def workers() -> list[dict]:
+    return [p for p in get("pods").get("items", [])
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurmd"]
+
+
+def job_state(job: str) -> str:
+    out = slurm("scontrol", "show", "job", job, "-o", check=False)
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return ""
+
+
+def submit(*args: str) -> str:
+    out = slurm("sbatch", "--parsable", *args)
+    return out.strip().split(";")[0]
+
+
+def pod_condition(pod: dict, type_: str) -> str:
+    for c in pod.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return c["status"]
+    return ""
+
+
+def nodeset_ready(name: str) -> dict:
+    for c in get("nodeset", name).get("status", {}).get("conditions", []):
+        if c["type"] == "Ready":
+            return c
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_operator_installs_with_helm():
+    helm("upgrade", "--install", "slurm-operator", str(REPO / "deploy/helm/slurm-operator"), "-n", OPERATOR_NS,
+         "--create-namespace", "--wait", "--timeout", "180s", timeout=240)
+    dep = get("deployment", "slurm-operator", OPERATOR_NS)
+    assert dep["status"].get("availableReplicas") == 1
+
+
+def test_an_invalid_value_is_refused_with_its_path():
+    r = helm("install", "bad", str(REPO / "deploy/helm/slurm"), "-n", NS, "--create-namespace",
+             "--dry-run=server", "--set", "nodesets.slinky.replicas=-2", check=False)
+    assert r.returncode != 0
+    assert "nodesets.slinky.replicas" in r.stderr or "/nodesets/slinky/replicas" in r.stderr, r.stderr
+
+
+def test_cluster_comes_up_with_two_idle_workers():
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "--create-namespace",
+         "-f", str(VALUES), timeout=120)
+
+    def two_idle():
+        states = node_states()
+        return states if len(states) == 2 and all(s == "idle" for s in states.values()) else None
+
+    states = wait_until("sinfo to show 2 idle workers", two_idle, 420, cluster_state, period=5)
+    assert sorted(states) == [f"{HOST}0", f"{HOST}1"]
+
+
+def test_srun_and_sbatch_run_on_the_workers():
+    out = slurm("srun", "-N2", "hostname", timeout=60)
+    assert sorted(out.split()) == [f"{HOST}0", f"{HOST}1"]
+    job = submit("-N1", "--wrap", "hostname")
+    wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60,
+               lambda: slurm("scontrol", "show", "job", job, check=False))
+
+
+def test_scale_in_waits_for_the_job_on_its_victim():
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=3")
+    wait_until("3 idle workers", lambda: list(node_states().values()) == ["idle"] * 3, 300, cluster_state)
+    # Scale-in takes idle nodes first, then the one whose jobs end first: -1 is the victim, -2
+    # holds a long job and stays.
+    victim, keeper = f"{HOST}1", f"{HOST}2"
+    short = submit("-w", victim, "--time=2", "--wrap", "sleep 40")
+    long = submit("-w", keeper, "--time=30", "--wrap", "sleep 600")
+    wait_until("both jobs running", lambda: job_state(short) == "RUNNING" and job_state(long) == "RUNNING", 60)
+    # The operator picks victims by what its job feed has seen: wait until it shows both.
+    wait_until("the NodeSet to count 2 allocated nodes",
+               lambda: get("nodeset", NODESET).get("status", {}).get("slurmAllocated") == 2, 30, cluster_state)
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
+
+    def victim_draining():
+        states = node_states()
+        names = {p["metadata"]["name"] for p in workers()}
+        return f"{NODESET}-1" in names and states.get(victim, "").startswith("dr")
+
+    wait_until(f"{victim} to drain while its job runs", victim_draining, 60, cluster_state)
+    assert job_state(short) == "RUNNING"
+    wait_until(f"job {short} to complete", lambda: job_state(short) == "COMPLETED", 120, cluster_state)
+    wait_until(f"pod {victim} to go after its job",
+               lambda: [p["metadata"]["name"] for p in workers()] == [f"{NODESET}-2"], 120, cluster_state)
+    assert job_state(long) == "RUNNING"
+    slurm("scancel", long)
+
+
+def test_cordon_drains_in_slurm_and_shows_on_the_pods():
+    node = ENV["TESTBED_NODE"]
+    kubectl("cordon", node)
+    try:
+        def drained():
+            states = node_states()
+            pods = workers()
+            return (states and all(s in ("drain", "drng") for s in states.values())
+                    and all(pod_condition(p, "SlurmNodeStateDrain") == "True" for p in pods))
+
+        wait_until("every Slurm node drained and its pod's condition", drained, 60, cluster_state)
+    finally:
+        kubectl("uncordon", node)
+
+    def undrained():
+        return all(s == "idle" for s in node_states().values()) and \
+            all(pod_condition(p, "SlurmNodeStateDrain") in ("", "False") for p in workers())
+
+    wait_until("the drain to lift after uncordon", undrained, 60, cluster_state)
+
+
+def test_rolling_update_lets_the_running_job_finish():
+    (pod,) = workers()
+    host = pod["spec"]["hostname"]
+    job = submit("-w", host, "--time=2", "--wrap", "sleep 30")
+    wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60)
+    kubectl("-n", NS, "patch", "nodeset", NODESET, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/slurmd/image", "value": "localhost/tightrope/slurmd:26.05-b"}]))
+    wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 120, cluster_state)
+
+    # The replacement may take another ordinal (after a scale-in the NodeSet fills from 0).
+    def rolled():
+        pods = workers()
+        return len(pods) == 1 and pods[0]["metadata"]["uid"] != pod["metadata"]["uid"] and \
+            pods[0]["spec"]["containers"][0]["image"].endswith(":26.05-b") and \
+            node_states().get(pods[0]["spec"]["hostname"]) == "idle"
+
+    wait_until("the pod replaced with the new image and idle", rolled, 240, cluster_state)
+
+
+def test_a_missing_image_is_reported_and_disturbs_nothing():
+    bad = "slurm-worker-badimage"
+    nodeset = get("nodeset", NODESET)
+    doc = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
+           "metadata": {"name": bad, "namespace": NS},
+           "spec": {"controllerRef": nodeset["spec"]["controllerRef"], "replicas": 1,
+                    "slurmd": {"image": "localhost/tightrope/slurmd:does-not-exist"},
+                    "logfile": nodeset["spec"].get("logfile", {}),
+                    "partition": {"enabled": False}, "oversubscribeNode": True}}
+    kubectl("apply", "-f", "-", stdin=json.dumps(doc))
+    ready = wait_until("the NodeSet to say why its pods fail",
+                       lambda: (c := nodeset_ready(bad)) and c.get("reason") == "PodsFailing" and c,
+                       180, cluster_state)
+    assert "does-not-exist" in ready["message"], ready
+    events = kubectl("-n", NS, "get", "events", "--field-selector",
+                     f"involvedObject.kind=NodeSet,involvedObject.name={bad},reason=PodsFailing",
+                     "-o", "name").stdout
+    assert events.strip(), "no PodsFailing event"
+    assert list(node_states().values()) == ["idle"]  # the good NodeSet's node is untouched
+    kubectl("-n", NS, "delete", "nodeset", bad, "--wait=true", "--timeout=120s", timeout=150)
+
+
+def test_deleting_the_cluster_leaves_nothing_behind():
+    kubectl("-n", NS, "delete", "nodesets", "--all", "--wait=true", "--timeout=180s", timeout=200)
+    wait_until("no Slurm node records", lambda: slurm("sinfo", "-h", "-N", "-o", "%N").strip() == "",
+               60, cluster_state)
+    helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
+
+    # The chart keeps the Slurm and JWT keys across uninstalls (helm.sh/resource-policy: keep), so
+    # a reinstall talks to the same slurmdbd data with the same keys; nothing else may stay.
+    kept = {f"secret/{s['metadata']['name']}" for s in get("secrets").get("items", [])
+            if s["metadata"].get("annotations", {}).get("helm.sh/resource-policy") == "keep"}
+
+    def empty():
+        left = kubectl("-n", NS, "get", "all,configmaps,secrets,pvc,pdb,serviceaccounts", "-o", "name").stdout.split()
+        left = [x for x in left if x not in kept | {"configmap/kube-root-ca.crt", "serviceaccount/default"}]
+        return not left or None
+
+    wait_until("every object of the cluster garbage-collected", empty, 180,
+               lambda: kubectl("-n", NS, "get", "all,configmaps,secrets", check=False).stdout)
+    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
