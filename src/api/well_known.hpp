@@ -44,6 +44,10 @@ inline constexpr std::string_view kAnnotationSshConfigHash = "slinky.slurm.net/s
 
 inline constexpr std::string_view kFinalizerNodeSetReservation =
     "nodeset.slinky.slurm.net/reservation";
+// Tightrope's own: with pruneSlurmNodeRecords NodeNotFound, a deleted NodeSet's Slurm node
+// records go after its pods.
+inline constexpr std::string_view kFinalizerNodeSetSlurmNodes =
+    "nodeset.slinky.slurm.net/slurm-nodes";
 
 // Tightrope's own: an administrator's Slurm drain shown on the Kubernetes Node (opt-in).
 inline constexpr std::string_view kNodeConditionSlurmDrained = "SlurmNodeDrained";

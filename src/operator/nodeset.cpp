@@ -834,7 +834,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     } else if (hostnames.empty()) {
       reservation_state(false, "WaitingForSlurmNodes",
                         "no outdated pod has registered its Slurm node yet");
-    } else if (auto held = hold_finalizer(*doc, true); !held) {
+    } else if (auto held = hold_finalizer(*doc, api::kFinalizerNodeSetReservation, true); !held) {
       reservation_state(false, "ApplyFailed", "adding finalizer: " + held.error());
     } else if (auto window = sync_reservation(*client, *wanted, self); !window) {
       reservation_state(false, "SlurmUpdateFailed", window.error());
@@ -857,7 +857,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (holds_reservation && (!scheduled || outdated.empty()) && slurm_ok) {
     if (auto released = release_reservation(*client, maint, self); !released) {
       reservation_state(true, "RemovalFailed", released.error());
-    } else if (auto dropped = hold_finalizer(*doc, false); !dropped) {
+    } else if (auto dropped = hold_finalizer(*doc, api::kFinalizerNodeSetReservation, false);
+               !dropped) {
       reservation_state(false, "RemovalFailed", "removing finalizer: " + dropped.error());
     }
   }
@@ -1172,6 +1173,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   // pruneSlurmNodeRecords: NodeNotFound: the Slurm record of a pod of this NodeSet that is gone
   // (its comment names the NodeSet, no pod has its name, no slurmd answers for it, no job on
   // it) is deleted, so sinfo lists what exists. Never a record a pod is coming back to.
+  (void)hold_finalizer(*doc, api::kFinalizerNodeSetSlurmNodes,
+                       n.spec.prune_slurm_node_records == "NodeNotFound");
   if (slurm_ok && n.spec.prune_slurm_node_records == "NodeNotFound") {
     std::set<std::string> hostnames = fresh_hostnames;
     for (const auto& w : pods) {
@@ -1317,12 +1320,12 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
 }
 
 Result<Done, std::string> NodeSetReconciler::hold_finalizer(const kube::Document& nodeset,
-                                                            bool hold) {
-  if (has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation) == hold) {
+                                                            std::string_view finalizer, bool hold) {
+  if (has_finalizer(nodeset.doc, finalizer) == hold) {
     return Done{};
   }
   json finalizers = nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array());
-  const std::string name(api::kFinalizerNodeSetReservation);
+  const std::string name(finalizer);
   if (hold) {
     finalizers.push_back(name);
   } else {
@@ -1401,13 +1404,22 @@ Result<Done, std::string> NodeSetReconciler::release_reservation(
 // Slurm cannot be asked it waits (the finalizer can be removed by hand after deleting the
 // reservation with scontrol).
 kube::ReconcileOutcome NodeSetReconciler::finish_deletion(const kube::Document& nodeset) {
-  if (!has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation)) {
+  const bool reservation = has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation);
+  const bool slurm_nodes = has_finalizer(nodeset.doc, api::kFinalizerNodeSetSlurmNodes);
+  if (!reservation && !slurm_nodes) {
     return settled();
   }
   auto decoded = api::decode_nodeset(nodeset.doc);
   if (!decoded) {
-    (void)hold_finalizer(nodeset, false);
+    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false);
+    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetSlurmNodes, false);
     return settled();
+  }
+  if (slurm_nodes) {
+    if (auto wait = remove_slurm_nodes(nodeset, *decoded)) {
+      return *wait;
+    }
+    return settled();  // the patch that dropped the finalizer brings the next reconcile
   }
   const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
                                    nodeset.meta.namespace_name, nodeset.meta.name,
@@ -1421,17 +1433,86 @@ kube::ReconcileOutcome NodeSetReconciler::finish_deletion(const kube::Document& 
                               "No Slurm client for Controller " +
                                   decoded->spec.controller_ref.name + ": reservation " + name +
                                   " is left for scontrol delete reservation=" + name);
-    (void)hold_finalizer(nodeset, false);
+    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false);
     return settled();
   }
   if (auto released = release_reservation(*client, name, self); !released) {
     runtime_.events().warning(self, "ReservationNotDeleted", released.error());
     return after(std::chrono::seconds(10));
   }
-  if (auto dropped = hold_finalizer(nodeset, false); !dropped) {
+  if (auto dropped = hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false); !dropped) {
     return retry();
   }
   return settled();
+}
+
+std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
+    const kube::Document& nodeset, const api::NodeSet& n) {
+  const std::string& ns = nodeset.meta.namespace_name;
+  const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
+                                   ns, nodeset.meta.name, nodeset.meta.uid};
+  // Bounded: a Slurm that cannot be reached, or a pod that will not go, never keeps a deleted
+  // NodeSet for longer than this.
+  constexpr auto kGiveUpAfter = std::chrono::minutes(3);
+  const auto since = kube::parse_time(
+      nodeset.doc.value("/metadata/deletionTimestamp"_json_pointer, std::string()));
+  const bool given_up = since && std::chrono::system_clock::now() - *since > kGiveUpAfter;
+  const auto drop = [&](const std::string& left) -> std::optional<kube::ReconcileOutcome> {
+    if (!left.empty()) {
+      runtime_.events().warning(self, "SlurmNodesLeft", left);
+    }
+    if (auto dropped = hold_finalizer(nodeset, api::kFinalizerNodeSetSlurmNodes, false); !dropped) {
+      return retry();
+    }
+    return std::nullopt;
+  };
+
+  const std::string key = kube::object_key(ns, n.spec.controller_ref.name);
+  const auto client = runtime_.slurm().get(key);
+  const auto feed = runtime_.slurm().feed(key);
+  if (!client || !feed || !feed->health().synced || feed->health().consecutive_failures > 0) {
+    if (given_up) {
+      return drop("Slurm could not be reached for " + std::to_string(kGiveUpAfter.count()) +
+                  " min: the Slurm node records of this NodeSet are left for scontrol delete");
+    }
+    return after(std::chrono::seconds(5));
+  }
+  // Its pods first (garbage collection would take them only after the NodeSet is gone): each
+  // one's preStop marks its Slurm node down, and a record is deleted only once its slurmd is.
+  size_t pods_left = 0;
+  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+    const kube::OwnerReference* owner = p->meta.controller_ref();
+    if (owner == nullptr || owner->uid != nodeset.meta.uid) {
+      continue;
+    }
+    ++pods_left;
+    if (!p->meta.deleting) {
+      kube::DeleteOptions options;
+      options.precondition_uid = p->meta.uid;
+      (void)runtime_.kube().remove(kube::resources::pods(), ns, p->meta.name, options);
+    }
+  }
+  if (pods_left > 0 && !given_up) {
+    return after(std::chrono::seconds(2));
+  }
+  std::string kept;
+  for (const auto& [name, node] : feed->snapshot()) {
+    const json info = json::parse(node.comment, nullptr, false);
+    if (!info.is_object() || info.value("nodeSetUID", "") != nodeset.meta.uid) {
+      continue;
+    }
+    if (node.busy()) {
+      kept += (kept.empty() ? "" : ", ") + name;
+      continue;
+    }
+    if (auto removed = client->delete_node(name); removed) {
+      runtime_.events().normal(self, "SlurmNodeDeleted",
+                               "Deleted Slurm node " + name + ": its NodeSet is deleted");
+    } else {
+      kept += (kept.empty() ? "" : ", ") + name;
+    }
+  }
+  return drop(kept.empty() ? "" : "Slurm node records left (busy or not deleted): " + kept);
 }
 
 }  // namespace tightrope::op

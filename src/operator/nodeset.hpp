@@ -101,8 +101,13 @@ class NodeSetReconciler : public ResourceReconciler {
   // minutes writes them.
 
   kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
+  // With the slurm-nodes finalizer: deletes the NodeSet's pods, then the Slurm node records they
+  // leave; nullopt once done (or given up on, after kSlurmNodesGraceful), else when to look again.
+  std::optional<kube::ReconcileOutcome> remove_slurm_nodes(const kube::Document& nodeset,
+                                                           const api::NodeSet& n);
   // Adds or removes the reservation finalizer.
-  Result<Done, std::string> hold_finalizer(const kube::Document& nodeset, bool hold);
+  Result<Done, std::string> hold_finalizer(const kube::Document& nodeset,
+                                           std::string_view finalizer, bool hold);
   // Makes the maintenance reservation as wanted (nodes, and the window while it has not begun);
   // its window as Slurm has it.
   Result<std::pair<slurm::Time, slurm::Time>, std::string> sync_reservation(

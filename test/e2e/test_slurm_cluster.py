@@ -174,32 +174,28 @@ def test_srun_and_sbatch_run_on_the_workers():
                lambda: slurm("scontrol", "show", "job", job, check=False))
 
 
-def test_scale_in_waits_for_the_job_on_its_victim():
+def test_scale_in_waits_for_the_jobs_on_its_victims():
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=3")
     wait_until("3 idle workers", lambda: list(node_states().values()) == ["idle"] * 3, 300, cluster_state)
-    # Scale-in takes idle nodes first, then the one whose jobs end first: -1 is the victim, -2
-    # holds a long job and stays.
-    victim, keeper = f"{HOST}1", f"{HOST}2"
-    short = submit("-w", victim, "--time=2", "--wrap", "sleep 40")
-    long = submit("-w", keeper, "--time=30", "--wrap", "sleep 600")
-    wait_until("both jobs running", lambda: job_state(short) == "RUNNING" and job_state(long) == "RUNNING", 60)
-    # The operator picks victims by what its job feed has seen: wait until it shows both.
-    wait_until("the NodeSet to count 2 allocated nodes",
-               lambda: get("nodeset", NODESET).get("status", {}).get("slurmAllocated") == 2, 30, cluster_state)
+    # A job on every worker: whichever two the operator picks, each victim holds a running job.
+    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 45") for host in node_states()}
+    wait_until("every job running", lambda: all(job_state(j) == "RUNNING" for j in jobs.values()), 60)
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
 
-    def victim_draining():
-        states = node_states()
-        names = {p["metadata"]["name"] for p in workers()}
-        return f"{NODESET}-1" in names and states.get(victim, "").startswith("dr")
+    def victims():
+        draining = [h for h, s in node_states().items() if s in ("drng", "drain")]
+        return draining if len(draining) == 2 else None
 
-    wait_until(f"{victim} to drain while its job runs", victim_draining, 60, cluster_state)
-    assert job_state(short) == "RUNNING"
-    wait_until(f"job {short} to complete", lambda: job_state(short) == "COMPLETED", 120, cluster_state)
-    wait_until(f"pod {victim} to go after its job",
-               lambda: [p["metadata"]["name"] for p in workers()] == [f"{NODESET}-2"], 120, cluster_state)
-    assert job_state(long) == "RUNNING"
-    slurm("scancel", long)
+    condemned = wait_until("two workers to drain while their jobs run", victims, 60, cluster_state)
+    assert all(job_state(jobs[h]) == "RUNNING" for h in condemned)
+    assert len(workers()) == 3  # no pod goes while its job runs
+    for host, job in jobs.items():
+        wait_until(f"job {job} on {host} to complete", lambda j=job: job_state(j) == "COMPLETED", 120,
+                   cluster_state)
+    (keeper,) = set(jobs) - set(condemned)
+    wait_until("the victims' pods to go after their jobs",
+               lambda: [p["spec"]["hostname"] for p in workers()] == [keeper], 120, cluster_state)
+    assert list(node_states()) == [keeper]  # their Slurm records went too (pruneSlurmNodeRecords)
 
 
 def test_cordon_drains_in_slurm_and_shows_on_the_pods():

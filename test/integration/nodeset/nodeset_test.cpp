@@ -725,6 +725,30 @@ TEST_F(NodeSetTest, RecordsOfPodsThatAreGoneArePrunedWhenAsked) {
   EXPECT_TRUE(slurm_node(nodeset_ + "-0").has_value());
 }
 
+TEST_F(NodeSetTest, ADeletedNodeSetTakesItsSlurmRecordsWhenAsked) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"pruneSlurmNodeRecords", "NodeNotFound"}}}}));
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(nodeset_ + "-1");
+        return node && node->comment.find(nodeset_ + "-1") != std::string::npos;
+      },
+      kConverge));
+  ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
+  // Its pods go first, then its records, then the NodeSet itself.
+  EXPECT_TRUE(eventually(
+      [&] {
+        return !slurm_node(nodeset_ + "-0").has_value() && !slurm_node(nodeset_ + "-1").has_value();
+      },
+      kConverge))
+      << describe();
+  EXPECT_TRUE(eventually([&] { return !client_->get(resources::nodesets(), ns_, nodeset_).ok(); },
+                         kConverge));
+  EXPECT_TRUE(pods().empty());
+}
+
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
