@@ -1468,6 +1468,11 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
   };
 
   const std::string key = kube::object_key(ns, n.spec.controller_ref.name);
+  // The whole cluster going (helm uninstall): the records go with slurmctld, nothing to wait for.
+  if (const auto controller = cache_.get(resources::controllers(), key);
+      !controller || controller->meta.deleting) {
+    return drop("");
+  }
   const auto client = runtime_.slurm().get(key);
   const auto feed = runtime_.slurm().feed(key);
   if (!client || !feed || !feed->health().synced || feed->health().consecutive_failures > 0) {
