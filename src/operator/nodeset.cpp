@@ -1458,6 +1458,8 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
       nodeset.doc.value("/metadata/deletionTimestamp"_json_pointer, std::string()));
   const bool given_up = since && std::chrono::system_clock::now() - *since > kGiveUpAfter;
   const auto drop = [&](const std::string& left) -> std::optional<kube::ReconcileOutcome> {
+    log::info("nodeset.slurm_nodes_released",
+              {{"nodeset", kube::object_key(ns, nodeset.meta.name)}, {"left", left}});
     if (!left.empty()) {
       runtime_.events().warning(self, "SlurmNodesLeft", left);
     }
@@ -1498,12 +1500,23 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
     }
   }
   if (pods_left > 0 && !given_up) {
+    log::info("nodeset.deletion_waits_for_pods",
+              {{"nodeset", kube::object_key(ns, nodeset.meta.name)},
+               {"pods", std::to_string(pods_left)}});
     return after(std::chrono::seconds(2));
   }
   std::string kept;
+  // A record is the NodeSet's when its comment names the NodeSet, or, without such a comment (a
+  // slurmd that registered again clears it), when it carries the NodeSet's feature, which each
+  // of its slurmd registers with and no other NodeSet of the cluster can.
+  const std::string feature = n.slurm_name();
   for (const auto& [name, node] : feed->snapshot()) {
     const json info = json::parse(node.comment, nullptr, false);
-    if (!info.is_object() || info.value("nodeSetUID", "") != nodeset.meta.uid) {
+    const bool linked = info.is_object() && info.contains("nodeSetUID");
+    const bool ours = linked ? info.value("nodeSetUID", "") == nodeset.meta.uid
+                             : std::find(node.features.begin(), node.features.end(), feature) !=
+                                   node.features.end();
+    if (!ours) {
       continue;
     }
     if (node.busy()) {
