@@ -65,8 +65,17 @@ def test_the_key_changes_with_the_base(images, tmp_path):
         context, "localhost/tightrope/sid-base:20260202")
 
 
+def test_an_image_comes_after_the_image_it_is_built_on(images):
+    names = [i.name for i in images.select(["slurmd", "slurmctld", "pause"])]
+    assert names == ["slurm-base", "slurmd", "slurmctld", "pause"]
+    everything = [i.name for i in images.select([])]
+    for image in images.select([]):
+        if image.base in everything:
+            assert everything.index(image.base) < everything.index(image.name)
+
+
 def test_a_staged_slurm_image_context_holds_its_dockerfile(images, tmp_path):
-    [slurmctld] = images.select(["slurmctld"])
+    [_, slurmctld] = images.select(["slurmctld"])
     context = images.stage_context(slurmctld, tmp_path)
     assert (context / "Dockerfile").read_text().startswith("#")
     assert len(images.image_key(context, BASE)) == 16
