@@ -183,6 +183,21 @@ class NodeSetTest : public ::testing::Test {
   }
 
   // What a failure message needs: each pod and its Slurm node, and the NodeSet's status.
+  // Two pods of a NodeSet with pruneSlurmNodeRecords: NodeNotFound, ready, idle, and the second
+  // one's Slurm record linked to it (the comment, written once the pod is ready).
+  void two_pruned_pods_linked() {
+    testing::create_nodeset(*client_, ns_, nodeset_, 2);
+    ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                               {{"spec", {{"pruneSlurmNodeRecords", "NodeNotFound"}}}}));
+    ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto node = slurm_node(nodeset_ + "-1");
+          return node && node->comment.find(nodeset_ + "-1") != std::string::npos;
+        },
+        kConverge));
+  }
+
   std::string describe() {
     std::string out;
     for (const auto& p : pods()) {
@@ -707,17 +722,7 @@ TEST_F(NodeSetTest, ClaimsAreMadeForEachPodAndGoWithAScaleInWhenAsked) {
 }
 
 TEST_F(NodeSetTest, RecordsOfPodsThatAreGoneArePrunedWhenAsked) {
-  testing::create_nodeset(*client_, ns_, nodeset_, 2);
-  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
-                             {{"spec", {{"pruneSlurmNodeRecords", "NodeNotFound"}}}}));
-  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
-  // The record is linked to its pod (the comment) once the pod is ready.
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto node = slurm_node(nodeset_ + "-1");
-        return node && node->comment.find(nodeset_ + "-1") != std::string::npos;
-      },
-      kConverge));
+  ASSERT_NO_FATAL_FAILURE(two_pruned_pods_linked());
   scale(1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
   EXPECT_TRUE(eventually([&] { return !slurm_node(nodeset_ + "-1").has_value(); }, kConverge))
@@ -726,16 +731,7 @@ TEST_F(NodeSetTest, RecordsOfPodsThatAreGoneArePrunedWhenAsked) {
 }
 
 TEST_F(NodeSetTest, ADeletedNodeSetTakesItsSlurmRecordsWhenAsked) {
-  testing::create_nodeset(*client_, ns_, nodeset_, 2);
-  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
-                             {{"spec", {{"pruneSlurmNodeRecords", "NodeNotFound"}}}}));
-  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto node = slurm_node(nodeset_ + "-1");
-        return node && node->comment.find(nodeset_ + "-1") != std::string::npos;
-      },
-      kConverge));
+  ASSERT_NO_FATAL_FAILURE(two_pruned_pods_linked());
   ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
   // Its pods go first, then its records, then the NodeSet itself.
   EXPECT_TRUE(eventually(

@@ -5,7 +5,17 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "testbed"
+SCRIPTS = Path(__file__).resolve().parents[3] / "scripts"
+
+
+def load_script(name: str, module_name: str, monkeypatch):
+    """scripts/<name> (no .py) as a module named module_name."""
+    loader = importlib.machinery.SourceFileLoader(module_name, str(SCRIPTS / name))
+    spec = importlib.util.spec_from_loader(module_name, loader)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module_name, module)  # dataclasses look their module up
+    loader.exec_module(module)
+    return module
 
 
 @pytest.fixture()
@@ -13,9 +23,11 @@ def testbed(tmp_path, monkeypatch):
     """scripts/testbed as a module, with its cache and beds in a temporary directory."""
     monkeypatch.setenv("TIGHTROPE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("TIGHTROPE_BEDS", str(tmp_path / "beds"))
-    loader = importlib.machinery.SourceFileLoader("testbed", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("testbed", loader)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "testbed", module)  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
+    return load_script("testbed", "testbed", monkeypatch)
+
+
+@pytest.fixture()
+def images(tmp_path, monkeypatch):
+    """scripts/images as a module, with its cache in a temporary directory."""
+    monkeypatch.setenv("TIGHTROPE_CACHE", str(tmp_path / "cache"))
+    return load_script("images", "images_script", monkeypatch)

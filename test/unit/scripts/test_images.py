@@ -1,28 +1,12 @@
 """The parts of scripts/images that need no podman, no containerd and no network."""
-import importlib.machinery
-import importlib.util
 import io
 import json
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "images"
 BASE = "localhost/tightrope/sid-base:20260101"
-
-
-@pytest.fixture()
-def images(tmp_path, monkeypatch):
-    """scripts/images as a module, with its cache in a temporary directory."""
-    monkeypatch.setenv("TIGHTROPE_CACHE", str(tmp_path / "cache"))
-    loader = importlib.machinery.SourceFileLoader("images_script", str(SCRIPT))
-    spec = importlib.util.spec_from_loader("images_script", loader)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "images_script", module)  # dataclasses look their module up
-    loader.exec_module(module)
-    return module
 
 
 def make_context(path: Path, dockerfile: str = "FROM x\nRUN true\n") -> Path:
