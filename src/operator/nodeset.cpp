@@ -1477,7 +1477,9 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
   }
   const auto client = runtime_.slurm().get(key);
   const auto feed = runtime_.slurm().feed(key);
-  if (!client || !feed || !feed->health().synced || feed->health().consecutive_failures > 0) {
+  const bool reachable =
+      client && feed && feed->health().synced && feed->health().consecutive_failures == 0;
+  if (!reachable) {
     if (given_up) {
       return drop("Slurm could not be reached for " + std::to_string(kGiveUpAfter.count()) +
                   " min: the Slurm node records of this NodeSet are left for scontrol delete");

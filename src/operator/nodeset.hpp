@@ -102,7 +102,7 @@ class NodeSetReconciler : public ResourceReconciler {
 
   kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
   // With the slurm-nodes finalizer: deletes the NodeSet's pods, then the Slurm node records they
-  // leave; nullopt once done (or given up on, after kSlurmNodesGraceful), else when to look again.
+  // leave; nullopt once done (or given up on, after 3 minutes), else when to look again.
   std::optional<kube::ReconcileOutcome> remove_slurm_nodes(const kube::Document& nodeset,
                                                            const api::NodeSet& n);
   // Adds or removes the reservation finalizer.
