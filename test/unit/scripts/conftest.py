@@ -31,3 +31,15 @@ def images(tmp_path, monkeypatch):
     """scripts/images as a module, with its cache in a temporary directory."""
     monkeypatch.setenv("TIGHTROPE_CACHE", str(tmp_path / "cache"))
     return load_script("images", "images_script", monkeypatch)
+
+
+@pytest.fixture()
+def fresh_machine(monkeypatch):
+    """scripts/fresh_machine.py (setup --check-fresh) as a module."""
+    return load_script("fresh_machine.py", "fresh_machine", monkeypatch)
+
+
+@pytest.fixture()
+def debian_mirror(monkeypatch):
+    """scripts/debian_mirror.py as a module."""
+    return load_script("debian_mirror.py", "debian_mirror", monkeypatch)
