@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       ++missed;
       lock.unlock();
       const auto now = client.get_node("n1");
-      const auto snap = feed.snapshot();
+      const auto snapshot = feed.snapshot();
+      const auto& snap = *snapshot.nodes;
       std::cerr << "bench_slurm_feed: change " << i << " (" << (drain ? "drain" : "resume")
                 << ") not reported in 10 s; slurm says drain="
                 << (now.ok() ? (now->drain() ? "yes" : "no") : now.error().message)

@@ -151,31 +151,6 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
   return w;
 }
 
-// The latest end of the running jobs on each node.
-std::map<std::string, slurm::Time> job_deadlines(const std::map<int64_t, slurm::Job>& jobs) {
-  std::map<std::string, slurm::Time> out;
-  for (const auto& [id, job] : jobs) {
-    if (!job.has("RUNNING") && !job.has("COMPLETING") && !job.has("SUSPENDED")) {
-      continue;
-    }
-    slurm::Time end = slurm::Time::max();
-    if (job.time_limit && job.start_time) {
-      end = *job.start_time + *job.time_limit;
-    }
-    const auto names = slurm::expand_hostlist(job.nodes);
-    if (!names) {
-      continue;
-    }
-    for (const auto& name : *names) {
-      auto [it, inserted] = out.emplace(name, end);
-      if (!inserted) {
-        it->second = std::max(it->second, end);
-      }
-    }
-  }
-  return out;
-}
-
 std::string pod_key(const std::string& ns, const std::string& pod) {
   return ns + "/" + pod;
 }
@@ -323,6 +298,42 @@ std::vector<std::string> node_features(const std::string& spec,
       }
     }
     start = comma + 1;
+  }
+  return out;
+}
+
+std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
+                                                  const std::map<std::string, slurm::Node>& nodes) {
+  std::map<std::string, slurm::Time> out;
+  for (const auto& [id, job] : jobs) {
+    if (!job.has("RUNNING") && !job.has("COMPLETING") && !job.has("SUSPENDED")) {
+      continue;
+    }
+    // Slurm's end_time is the start plus the limit, moved on by suspensions; a job without a
+    // limit never ends.
+    slurm::Time end = slurm::Time::max();
+    if (job.time_limit) {
+      if (job.end_time && job.end_time > job.start_time) {
+        end = *job.end_time;
+      } else if (job.start_time) {
+        end = *job.start_time + *job.time_limit;
+      }
+    }
+    const auto names = slurm::expand_hostlist(job.nodes);
+    if (!names) {
+      continue;
+    }
+    for (const auto& name : *names) {
+      auto [it, inserted] = out.emplace(name, end);
+      if (!inserted) {
+        it->second = std::max(it->second, end);
+      }
+    }
+  }
+  for (const auto& [name, node] : nodes) {
+    if (node.busy() && out.count(name) == 0) {
+      out.emplace(name, slurm::Time::max());
+    }
   }
   return out;
 }
@@ -589,11 +600,13 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   }
   const bool slurm_waiting = slurm_reason == "NoSlurmClient" || slurm_reason == "WaitingForSlurm";
   const bool slurm_ok = slurm_problem.empty();
-  std::map<std::string, slurm::Node> nodes;
+  // One poll's nodes and jobs, shared with the feed, not copied.
+  static const std::map<std::string, slurm::Node> kNoNodes;
+  const slurm::SlurmSnapshot slurm_now = slurm_ok ? feed->snapshot() : slurm::SlurmSnapshot{};
+  const std::map<std::string, slurm::Node>& nodes = slurm_ok ? *slurm_now.nodes : kNoNodes;
   std::map<std::string, slurm::Time> deadlines;
   if (slurm_ok) {
-    nodes = feed->snapshot();
-    deadlines = job_deadlines(feed->jobs());
+    deadlines = node_deadlines(*slurm_now.jobs, nodes);
   }
 
   std::vector<WorkerPod> pods;
@@ -1512,7 +1525,8 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
   // slurmd that registered again clears it), when it carries the NodeSet's feature, which each
   // of its slurmd registers with and no other NodeSet of the cluster can.
   const std::string feature = n.slurm_name();
-  for (const auto& [name, node] : feed->snapshot()) {
+  const slurm::SlurmSnapshot slurm_now = feed->snapshot();
+  for (const auto& [name, node] : *slurm_now.nodes) {
     const json info = json::parse(node.comment, nullptr, false);
     const bool linked = info.is_object() && info.contains("nodeSetUID");
     const bool ours = linked ? info.value("nodeSetUID", "") == nodeset.meta.uid

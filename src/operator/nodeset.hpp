@@ -42,10 +42,15 @@ struct WorkerPod {
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
   std::string start_failure;
   int64_t deletion_cost = 0;
-  // The latest end of the jobs on its Slurm node: nullopt without jobs, time_point::max() when
-  // one has no time limit.
+  // When the work on its Slurm node is expected to end (node_deadlines); nullopt: no work.
   std::optional<slurm::Time> deadline;
 };
+
+// When each Slurm node's work is expected to end: the latest end of its running jobs (Slurm's
+// end_time; a job without a time limit never ends). A node that Slurm shows busy but whose jobs
+// the snapshot lacks never ends either: unseen jobs do not make a node idle.
+std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
+                                                  const std::map<std::string, slurm::Node>& nodes);
 
 // Slinky's scale-in order, first difference wins: unscheduled, then Pending < Unknown <
 // Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,

@@ -56,6 +56,8 @@ std::vector<JobEvent> diff_jobs(const std::map<int64_t, Job>& before,
 ChangeFeed::ChangeFeed(Client& client, FeedOptions options)
     : client_(client),
       options_(options),
+      snapshot_{std::make_shared<const std::map<std::string, Node>>(),
+                std::make_shared<const std::map<int64_t, Job>>()},
       node_cursor_(options.clock_allowance),
       job_cursor_(options.clock_allowance) {}
 
@@ -78,60 +80,14 @@ void ChangeFeed::subscribe_jobs(JobSubscriber subscriber) {
   job_subscribers_.push_back(std::move(subscriber));
 }
 
-std::map<int64_t, Job> ChangeFeed::jobs() const {
-  std::lock_guard lock(mu_);
-  return jobs_;
-}
-
-Result<size_t> ChangeFeed::poll_jobs(bool resync) {
-  std::optional<Time> since;
-  {
-    std::lock_guard lock(mu_);
-    if (!resync) {
-      since = job_cursor_.since();
-    }
-  }
-  const auto read_started = Time::clock::now();
-  ++requests_;
-  auto answer = client_.list_jobs(since);
-  if (!answer) {
-    return fail(answer.error());
-  }
-  if (!answer->changed) {
-    std::lock_guard lock(mu_);
-    job_cursor_.read(read_started);
-    return size_t{0};
-  }
-  std::map<int64_t, Job> now;
-  for (auto& j : answer->list.jobs) {
-    const int64_t id = j.id;
-    now.emplace(id, std::move(j));
-  }
-  std::vector<JobEvent> events;
-  std::vector<JobSubscriber> subscribers;
-  {
-    std::lock_guard lock(mu_);
-    events = diff_jobs(jobs_, now);
-    jobs_ = std::move(now);
-    job_cursor_.read(read_started);
-    subscribers = job_subscribers_;
-  }
-  if (!events.empty()) {
-    for (const auto& s : subscribers) {
-      s(events);
-    }
-  }
-  return events.size();
-}
-
 void ChangeFeed::force_resync() {
   std::lock_guard lock(mu_);
   resync_ = true;
 }
 
-std::map<std::string, Node> ChangeFeed::snapshot() const {
+SlurmSnapshot ChangeFeed::snapshot() const {
   std::lock_guard lock(mu_);
-  return nodes_;
+  return snapshot_;
 }
 
 FeedHealth ChangeFeed::health() const {
@@ -174,6 +130,7 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   NodeQuery query;
   query.include_future = options_.include_future;
   bool resync = false;
+  std::optional<Time> jobs_since;
   {
     std::lock_guard lock(mu_);
     // Nothing changed at or after second T: 304 (UpdateCursor says which T).
@@ -181,47 +138,81 @@ Result<PollOutcome> ChangeFeed::poll_once() {
     resync = resync_ || !query.changed_since;
     if (resync) {
       query.changed_since.reset();
+    } else {
+      jobs_since = job_cursor_.since();
     }
   }
-  const auto read_started = Time::clock::now();
+  // Both lists are read before either is published, so that one snapshot holds a node's state
+  // and the jobs that explain it; nothing is kept of a poll that fails half-way.
+  const auto nodes_read = Time::clock::now();
   ++requests_;
-  auto answer = client_.list_nodes(query);
-  if (!answer) {
-    return fail(failed(answer.error()));
+  auto node_answer = client_.list_nodes(query);
+  if (!node_answer) {
+    return fail(failed(node_answer.error()));
   }
+  std::optional<Result<Conditional<JobList>>> job_answer;
+  const auto jobs_read = Time::clock::now();
+  if (options_.follow_jobs) {
+    ++requests_;
+    job_answer = client_.list_jobs(jobs_since);
+    if (!*job_answer) {
+      return fail(failed(job_answer->error()));
+    }
+  }
+
   PollOutcome outcome;
   outcome.resync = resync;
-  std::vector<NodeEvent> events;
+  outcome.listed = node_answer->changed;
+  std::vector<NodeEvent> node_events;
+  std::vector<JobEvent> job_events;
   std::vector<Subscriber> subscribers;
-  if (answer->changed) {
-    outcome.listed = true;
-    std::map<std::string, Node> now;
-    for (auto& n : answer->list.nodes) {
+  std::vector<JobSubscriber> job_subscribers;
+  std::shared_ptr<const std::map<std::string, Node>> nodes;
+  std::shared_ptr<const std::map<int64_t, Job>> jobs;
+  if (node_answer->changed) {
+    auto now = std::make_shared<std::map<std::string, Node>>();
+    for (auto& n : node_answer->list.nodes) {
       std::string name = n.name;
-      now.emplace(std::move(name), std::move(n));
+      now->emplace(std::move(name), std::move(n));
     }
+    nodes = std::move(now);
+  }
+  if (job_answer && (*job_answer)->changed) {
+    auto now = std::make_shared<std::map<int64_t, Job>>();
+    for (auto& j : (*job_answer)->list.jobs) {
+      const int64_t id = j.id;
+      now->emplace(id, std::move(j));
+    }
+    jobs = std::move(now);
+  }
+  {
     std::lock_guard lock(mu_);
-    events = diff_nodes(nodes_, now);
-    nodes_ = std::move(now);
-    node_cursor_.read(read_started);
-    resync_ = false;
+    if (nodes) {
+      node_events = diff_nodes(*snapshot_.nodes, *nodes);
+      snapshot_.nodes = std::move(nodes);
+      resync_ = false;
+    }
+    if (jobs) {
+      job_events = diff_jobs(*snapshot_.jobs, *jobs);
+      snapshot_.jobs = std::move(jobs);
+    }
+    node_cursor_.read(nodes_read);
+    if (options_.follow_jobs) {
+      job_cursor_.read(jobs_read);
+    }
     subscribers = subscribers_;
-  } else {
-    std::lock_guard lock(mu_);
-    node_cursor_.read(read_started);
+    job_subscribers = job_subscribers_;
   }
-  outcome.events = events.size();
-  if (!events.empty()) {
+  outcome.events = node_events.size() + job_events.size();
+  if (!node_events.empty()) {
     for (const auto& s : subscribers) {
-      s(events);
+      s(node_events);
     }
   }
-  if (options_.follow_jobs) {
-    auto jobs = poll_jobs(resync);
-    if (!jobs) {
-      return fail(failed(jobs.error()));
+  if (!job_events.empty()) {
+    for (const auto& s : job_subscribers) {
+      s(job_events);
     }
-    outcome.events += *jobs;
   }
   publish_health(FeedHealth{true, 0, std::nullopt});
   return outcome;

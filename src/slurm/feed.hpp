@@ -1,7 +1,9 @@
-// The Slurm change feed: polls slurmrestd about once a second for node changes and tells
-// subscribers what was added, changed or removed. Cheap when nothing changes: each poll is one
-// `GET /nodes?update_time=T`, which slurmctld answers with 304 and no body unless a node changed
-// at or after second T. Knows nothing of Kubernetes; subscribers decide what a change means.
+// The Slurm change feed: polls slurmrestd about once a second for node (and job) changes, keeps
+// the latest lists as one immutable snapshot and tells subscribers what was added, changed or
+// removed. Cheap when nothing changes: each poll is one `GET /nodes?update_time=T`, which
+// slurmctld answers with 304 and no body unless a node changed at or after second T. Nodes and
+// jobs of one poll are published together: a reader never sees a node ALLOCATED without the job
+// that the same poll read. Knows nothing of Kubernetes; subscribers decide what a change means.
 #pragma once
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -81,6 +84,13 @@ class UpdateCursor {
   std::optional<Time> since_;
 };
 
+// Slurm as one poll read it. Never changed once published: readers share it without copying,
+// and the feed swaps in a new one.
+struct SlurmSnapshot {
+  std::shared_ptr<const std::map<std::string, Node>> nodes;
+  std::shared_ptr<const std::map<int64_t, Job>> jobs;  // empty without FeedOptions::follow_jobs
+};
+
 struct PollOutcome {
   bool listed = false;  // a list came back (false: 304, nothing changed)
   bool resync = false;  // it was an unconditional full list
@@ -98,7 +108,8 @@ class ChangeFeed {
   ChangeFeed(const ChangeFeed&) = delete;
   ChangeFeed& operator=(const ChangeFeed&) = delete;
 
-  // Subscribers run on the feed's thread: they should only note or enqueue.
+  // Subscribers run on the feed's thread: they should only note or enqueue. Node and job
+  // subscribers of one poll run after its snapshot is published.
   void subscribe(Subscriber subscriber);
   // Called when health changes (synced, or the first failure after success, or recovery).
   void subscribe_health(HealthSubscriber subscriber);
@@ -112,15 +123,14 @@ class ChangeFeed {
   void start();
   void stop();  // returns after the thread has ended; idempotent
 
-  std::map<std::string, Node> snapshot() const;
-  std::map<int64_t, Job> jobs() const;
+  // Never null maps: empty ones until the first poll.
+  SlurmSnapshot snapshot() const;
   FeedHealth health() const;
   uint64_t requests() const { return requests_.load(); }
 
  private:
   void run();
   void publish_health(const FeedHealth& health);
-  Result<size_t> poll_jobs(bool resync);
   // Records a failed poll (health, resync next time) and returns the error.
   const Error& failed(const Error& error);
 
@@ -130,8 +140,7 @@ class ChangeFeed {
   std::vector<Subscriber> subscribers_;
   std::vector<HealthSubscriber> health_subscribers_;
   std::vector<JobSubscriber> job_subscribers_;
-  std::map<int64_t, Job> jobs_;
-  std::map<std::string, Node> nodes_;
+  SlurmSnapshot snapshot_;
   UpdateCursor node_cursor_;
   UpdateCursor job_cursor_;
   bool resync_ = true;

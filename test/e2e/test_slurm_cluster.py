@@ -174,6 +174,70 @@ def test_srun_and_sbatch_run_on_the_workers():
                lambda: slurm("scontrol", "show", "job", job, check=False))
 
 
+def test_scale_in_condemns_the_worker_whose_job_ends_first():
+    # The long job on the higher ordinal: Slinky's last tie-break (higher ordinal first) would
+    # pick it, so only the jobs' deadlines (their time limits) make the right choice.
+    long_job = submit("-w", f"{HOST}1", "--time=10", "--wrap", "sleep 40")
+    short_job = submit("-w", f"{HOST}0", "--time=2", "--wrap", "sleep 20")
+    wait_until("both jobs running",
+               lambda: job_state(long_job) == job_state(short_job) == "RUNNING", 60)
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
+
+    def victim():
+        draining = [h for h, s in node_states().items() if s in ("drng", "drain")]
+        return draining if draining else None
+
+    assert wait_until("one worker to drain", victim, 60, cluster_state) == [f"{HOST}0"]
+    assert job_state(short_job) == "RUNNING"  # drained, not killed
+    wait_until(f"job {short_job} to complete", lambda: job_state(short_job) == "COMPLETED", 90,
+               cluster_state)
+    wait_until("the short job's pod to go",
+               lambda: [p["spec"]["hostname"] for p in workers()] == [f"{HOST}1"], 90, cluster_state)
+    assert job_state(long_job) == "RUNNING"
+    wait_until(f"job {long_job} to complete", lambda: job_state(long_job) == "COMPLETED", 90,
+               cluster_state)
+
+
+def test_scale_in_holds_the_victim_while_slurmrestd_is_away():
+    """Fail-closed: without slurmrestd the operator cannot see the victim's job end, so the pod
+    stays, the NodeSet says why, and it goes only after slurmrestd is back."""
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=2")
+    wait_until("2 idle workers", lambda: list(node_states().values()) == ["idle"] * 2, 300,
+               cluster_state)
+    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 30") for host in node_states()}
+    wait_until("both jobs running", lambda: all(job_state(j) == "RUNNING" for j in jobs.values()), 60)
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
+
+    def victim():
+        draining = [h for h, s in node_states().items() if s in ("drng", "drain")]
+        return draining[0] if len(draining) == 1 else None
+
+    condemned = wait_until("one worker to drain", victim, 60, cluster_state)
+    restapi = get("restapis")["items"][0]["metadata"]["name"]
+    kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":0}}')
+    try:
+        def blocked():
+            conditions = {c["type"]: c for c in get("nodeset", NODESET)["status"]["conditions"]}
+            c = conditions.get("DeletionBlocked", {})
+            return c if c.get("status") == "True" and c.get("reason") == "SlurmUnreachable" else None
+
+        why = wait_until("the NodeSet to say why nothing is deleted", blocked, 120, cluster_state)
+        assert "slurmrestd" in why["message"]
+        wait_until(f"job {jobs[condemned]} to complete",
+                   lambda: job_state(jobs[condemned]) == "COMPLETED", 90, cluster_state)
+        # The job has ended, but the operator cannot know it: the pod is still there.
+        assert condemned in [p["spec"]["hostname"] for p in workers()]
+        assert blocked()
+    finally:
+        kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p",
+                '{"spec":{"replicas":1}}')
+    (keeper,) = set(jobs) - {condemned}
+    wait_until("the victim's pod to go once slurmrestd is back",
+               lambda: [p["spec"]["hostname"] for p in workers()] == [keeper], 180, cluster_state)
+    wait_until(f"job {jobs[keeper]} to complete", lambda: job_state(jobs[keeper]) == "COMPLETED",
+               90, cluster_state)
+
+
 def test_scale_in_waits_for_the_jobs_on_its_victims():
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=3")
     wait_until("3 idle workers", lambda: list(node_states().values()) == ["idle"] * 3, 300, cluster_state)

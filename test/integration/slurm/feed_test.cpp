@@ -160,6 +160,55 @@ TEST(ChangeFeed, FollowsAJobFromSubmissionToCancellation) {
   feed.stop();
 }
 
+TEST(ChangeFeed, ANodeSeenBusyComesWithItsJobInTheSameSnapshot) {
+  Client c = client();
+  FeedOptions options;
+  options.follow_jobs = true;
+  options.period = 200ms;
+  ChangeFeed feed(c, options);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool busy_seen = false;
+  std::vector<std::string> busy_without_job;
+  // What a reconcile woken by this event would read.
+  feed.subscribe([&](const std::vector<NodeEvent>& events) {
+    const SlurmSnapshot now = feed.snapshot();
+    std::lock_guard lock(mu);
+    for (const auto& e : events) {
+      if (!e.node.busy()) {
+        continue;
+      }
+      busy_seen = true;
+      const bool explained = std::any_of(now.jobs->begin(), now.jobs->end(), [&](const auto& j) {
+        return j.second.has("RUNNING") && j.second.nodes == e.node.name;
+      });
+      if (!explained) {
+        busy_without_job.push_back(e.node.name);
+      }
+    }
+    cv.notify_all();
+  });
+  ASSERT_TRUE(feed.poll_once().ok());
+  feed.start();
+  const std::string nodes = TestBed::var("SLURM_NODES");
+  const std::string node = nodes.substr(0, nodes.find(','));
+  JobSubmission job;
+  job.name = "feed-busy";
+  job.partition = TestBed::var("SLURM_PARTITION");
+  job.script = "#!/bin/sh\nsleep 300\n";
+  job.working_directory = TestBed::var("SLURM_JOB_DIR");
+  job.required_nodes = {node};
+  auto id = c.submit_job(job);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 10s, [&] { return busy_seen; }));
+    EXPECT_TRUE(busy_without_job.empty()) << "busy without its job: " << busy_without_job[0];
+  }
+  ASSERT_TRUE(c.cancel_job(*id).ok());
+  feed.stop();
+}
+
 // Last: it stops and restarts the bed's slurmctld.
 TEST(ChangeFeedWithoutController, ReportsTheOutageAndResyncsWhenSlurmctldReturns) {
   Client c = client(2s);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "operator/nodeset.hpp"
+#include "slurm/codec.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -312,6 +315,84 @@ TEST(ScaleInOrder, EarlierDeadlineAndCordonedGoFirst) {
   cordoned.cordoned = true;
   EXPECT_EQ(order({running("other", 2), cordoned}),
             std::vector<std::string>({"cordoned", "other"}));
+}
+
+// What slurmrestd 26.05 answered on the test bed with two jobs running: job 1 on n2 with
+// --time=10 (submitted first), job 2 on n1 with --time=2 (testdata/scale-in).
+json slurm_answer(const std::string& name) {
+  std::ifstream in(api::testing::source_dir() / "test/unit/operator/testdata/scale-in" / name);
+  return json::parse(in);
+}
+
+std::map<int64_t, slurm::Job> captured_jobs() {
+  auto list = slurm::decode_jobs(slurm_answer("jobs.json"), slurm::kV0044);
+  if (!list) {
+    throw std::runtime_error(list.error().message);
+  }
+  std::map<int64_t, slurm::Job> jobs;
+  for (auto& job : list->jobs) {
+    jobs.emplace(job.id, std::move(job));
+  }
+  return jobs;
+}
+
+std::map<std::string, slurm::Node> captured_nodes() {
+  auto list = slurm::decode_nodes(slurm_answer("nodes.json"), slurm::kV0044);
+  if (!list) {
+    throw std::runtime_error(list.error().message);
+  }
+  std::map<std::string, slurm::Node> nodes;
+  for (auto& node : list->nodes) {
+    nodes.emplace(node.name, std::move(node));
+  }
+  return nodes;
+}
+
+std::vector<WorkerPod> pods_with_deadlines(const std::map<std::string, slurm::Time>& deadlines) {
+  std::vector<WorkerPod> pods;
+  for (const auto& [host, ordinal] : {std::pair{"n1", 0}, std::pair{"n2", 1}}) {
+    WorkerPod w = running(host, ordinal);
+    w.hostname = host;
+    if (const auto it = deadlines.find(host); it != deadlines.end()) {
+      w.deadline = it->second;
+    }
+    pods.push_back(w);
+  }
+  return pods;
+}
+
+TEST(NodeDeadlines, AreTheEndsSlurmReportsForItsRunningJobs) {
+  const auto deadlines = node_deadlines(captured_jobs(), captured_nodes());
+  ASSERT_EQ(deadlines.size(), 2U);
+  EXPECT_EQ(deadlines.at("n1"), slurm::Time(std::chrono::seconds(1796321014)));
+  EXPECT_EQ(deadlines.at("n2"), slurm::Time(std::chrono::seconds(1796321491)));
+}
+
+TEST(ScaleInOrder, ThePodWhoseJobEndsFirstGoesFirstThoughItsOrdinalIsLower) {
+  const auto pods = pods_with_deadlines(node_deadlines(captured_jobs(), captured_nodes()));
+  // Without deadlines the higher ordinal, n2, would go first.
+  EXPECT_EQ(order(pods), std::vector<std::string>({"n1", "n2"}));
+}
+
+TEST(ScaleInOrder, ABusyNodeWhoseJobsAreUnseenIsNeverTakenForIdle) {
+  auto jobs = captured_jobs();
+  jobs.erase(2);  // n1's job, not yet in the job list though n1 already shows MIXED
+  const auto deadlines = node_deadlines(jobs, captured_nodes());
+  EXPECT_EQ(deadlines.at("n1"), slurm::Time::max());
+  EXPECT_EQ(order(pods_with_deadlines(deadlines)), std::vector<std::string>({"n2", "n1"}));
+}
+
+TEST(NodeDeadlines, AJobWithoutATimeLimitNeverEndsAndEndedJobsDoNotCount) {
+  auto jobs = captured_jobs();
+  jobs.at(1).time_limit.reset();  // --time=UNLIMITED
+  jobs.at(2).state = {"COMPLETED"};
+  auto nodes = captured_nodes();
+  nodes.at("n1").state = {"IDLE"};
+  nodes.at("n1").alloc_cpus = 0;
+  const auto deadlines = node_deadlines(jobs, nodes);
+  EXPECT_EQ(deadlines.count("n1"), 0U);
+  EXPECT_EQ(deadlines.at("n2"), slurm::Time::max());
+  EXPECT_EQ(order(pods_with_deadlines(deadlines)), std::vector<std::string>({"n1", "n2"}));
 }
 
 TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
