@@ -111,11 +111,15 @@ def parse_simulation(output: str) -> set[str]:
 def simulate_install(status_text: str, packages: list[str]) -> set[str]:
     with tempfile.NamedTemporaryFile("w", prefix="fresh-status.", delete=False) as f:
         f.write(status_text)
+    simulate = ["apt-get", "-s", "-o", f"Dir::State::status={f.name}", "-o", "Debug::NoLocking=1",
+                "install", "--no-install-recommends", *packages]
+    env = dict(os.environ, LC_ALL="C")
     try:
-        proc = subprocess.run(
-            ["apt-get", "-s", "-o", f"Dir::State::status={f.name}", "-o", "Debug::NoLocking=1",
-             "install", "--no-install-recommends", *packages],
-            capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+        proc = subprocess.run(simulate, capture_output=True, text=True, env=env)
+        if proc.returncode != 0 and os.geteuid() == 0:
+            # A machine whose package lists were cleaned knows no package: read them again.
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env)
+            proc = subprocess.run(simulate, capture_output=True, text=True, env=env)
     finally:
         os.unlink(f.name)
     if proc.returncode != 0:
