@@ -417,6 +417,108 @@ bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
 
+Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
+                       const std::map<std::string, slurm::Node>& nodes, int64_t want,
+                       const std::string& revision,
+                       const std::map<std::string, std::string>& eligible) {
+  const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
+    const auto it = nodes.find(w.hostname);
+    return it == nodes.end() ? nullptr : &it->second;
+  };
+  // A pod whose node the operator drained for deletion keeps its place in front: another
+  // choice would drain a second node for the same scale-in.
+  const auto started = [&](const WorkerPod& w) {
+    const slurm::Node* node = node_of(w);
+    return node != nullptr && condemned_in_slurm(*node);
+  };
+  std::sort(active.begin(), active.end(), [&](const WorkerPod& a, const WorkerPod& b) {
+    const bool ca = started(a);
+    const bool cb = started(b);
+    if (ca != cb) {
+      return ca;
+    }
+    return condemn_before(a, b);
+  });
+  Victims out;
+  std::map<std::string, std::string>& condemned = out.condemned;
+  if (n.spec.scaling_mode == "DaemonSet") {
+    std::map<std::string, const WorkerPod*> oldest;  // Node -> its oldest pod
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else if (eligible.count(w.target_node) == 0) {
+        condemned[w.name] = "scale-in: Node " + w.target_node + " is no longer eligible";
+      } else {
+        auto [it, first] = oldest.emplace(w.target_node, &w);
+        if (!first) {
+          const WorkerPod* other = it->second;
+          const bool older = std::tie(w.created, w.name) < std::tie(other->created, other->name);
+          condemned[older ? other->name : w.name] = "scale-in: a second pod on " + w.target_node;
+          if (older) {
+            it->second = &w;
+          }
+        }
+      }
+    }
+  } else {
+    std::vector<const WorkerPod*> same_mode;
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else {
+        same_mode.push_back(&w);
+      }
+    }
+    const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(same_mode.size()) - want);
+    for (int64_t i = 0; i < excess; ++i) {
+      condemned[same_mode[static_cast<size_t>(i)]->name] = "scale-in";
+    }
+  }
+  if (n.spec.update_strategy.type == "RollingUpdate") {
+    int64_t unavailable = std::max<int64_t>(0, want - static_cast<int64_t>(active.size()));
+    int64_t in_progress = 0;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0) {
+        continue;
+      }
+      if (w.revision != revision && started(w)) {
+        ++in_progress;
+      } else if (!w.ready) {
+        ++unavailable;
+      }
+    }
+    int64_t budget = max_unavailable(n.spec.update_strategy.max_unavailable, want) - unavailable;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      // An old pod that is not ready is unavailable already: replacing it costs nothing.
+      if (started(w) || !w.ready) {
+        condemned[w.name] = "update";
+      } else if (budget - in_progress > 0) {
+        condemned[w.name] = "update";
+        --budget;
+      }
+    }
+  }
+  // ScheduledUpdate: an outdated pod already drained for an update goes on, one that is not
+  // ready holds no job and goes at once; the others wait for the maintenance window.
+  if (n.spec.update_strategy.type == "ScheduledUpdate") {
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      if (started(w) || !w.ready) {
+        condemned[w.name] = "update";
+      } else {
+        out.outdated.insert(w.name);
+      }
+    }
+  }
+  out.order = std::move(active);
+  return out;
+}
+
 std::string maintenance_reservation_name(const api::NodeSet& n) {
   return "SlurmOperatorMaint-" + n.metadata.name;
 }
@@ -718,85 +820,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
   }
 
-  // Which pods go: the excess over replicas (DaemonSet mode: pods on Nodes no longer eligible,
-  // and all but the oldest of several on one Node), pods of the other scaling mode, then
-  // (RollingUpdate) old revisions within the unavailability budget. A pod already being
-  // drained for deletion keeps its place.
+  // Which pods go (choose_victims), in the order they go.
   const int64_t want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
-  std::sort(active.begin(), active.end(), [&](const WorkerPod& a, const WorkerPod& b) {
-    const slurm::Node* na = node_of(a);
-    const slurm::Node* nb = node_of(b);
-    const bool ca = na != nullptr && condemned_in_slurm(*na);
-    const bool cb = nb != nullptr && condemned_in_slurm(*nb);
-    if (ca != cb) {
-      return ca;
-    }
-    return condemn_before(a, b);
-  });
-  std::map<std::string, std::string> condemned;  // pod -> "scale-in" | "update" | ...
-  if (daemon) {
-    std::map<std::string, const WorkerPod*> oldest;  // Node -> its oldest pod
-    for (const auto& w : active) {
-      if (w.mode != n.spec.scaling_mode) {
-        condemned[w.name] = "the scaling mode changed";
-      } else if (eligible.count(w.target_node) == 0) {
-        condemned[w.name] = "scale-in: Node " + w.target_node + " is no longer eligible";
-      } else {
-        auto [it, first] = oldest.emplace(w.target_node, &w);
-        if (!first) {
-          const WorkerPod* other = it->second;
-          const bool older = std::tie(w.created, w.name) < std::tie(other->created, other->name);
-          condemned[older ? other->name : w.name] = "scale-in: a second pod on " + w.target_node;
-          if (older) {
-            it->second = &w;
-          }
-        }
-      }
-    }
-  } else {
-    std::vector<const WorkerPod*> same_mode;
-    for (const auto& w : active) {
-      if (w.mode != n.spec.scaling_mode) {
-        condemned[w.name] = "the scaling mode changed";
-      } else {
-        same_mode.push_back(&w);
-      }
-    }
-    const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(same_mode.size()) - want);
-    for (int64_t i = 0; i < excess; ++i) {
-      condemned[same_mode[static_cast<size_t>(i)]->name] = "scale-in";
-    }
-  }
-  if (n.spec.update_strategy.type == "RollingUpdate") {
-    int64_t unavailable = std::max<int64_t>(0, want - static_cast<int64_t>(active.size()));
-    int64_t in_progress = 0;
-    for (const auto& w : active) {
-      if (condemned.count(w.name) != 0) {
-        continue;
-      }
-      const slurm::Node* node = node_of(w);
-      if (w.revision != revision && node != nullptr && condemned_in_slurm(*node)) {
-        ++in_progress;
-      } else if (!w.ready) {
-        ++unavailable;
-      }
-    }
-    int64_t budget = max_unavailable(n.spec.update_strategy.max_unavailable, want) - unavailable;
-    for (const auto& w : active) {
-      if (condemned.count(w.name) != 0 || w.revision == revision) {
-        continue;
-      }
-      const slurm::Node* node = node_of(w);
-      const bool started = node != nullptr && condemned_in_slurm(*node);
-      // An old pod that is not ready is unavailable already: replacing it costs nothing.
-      if (started || !w.ready) {
-        condemned[w.name] = "update";
-      } else if (budget - in_progress > 0) {
-        condemned[w.name] = "update";
-        --budget;
-      }
-    }
-  }
+  Victims victims = choose_victims(n, std::move(active), nodes, want, revision, eligible);
+  std::map<std::string, std::string>& condemned = victims.condemned;
+  active = std::move(victims.order);
 
   // ScheduledUpdate: outdated pods are replaced inside the maintenance reservation, made while
   // any is left and removed after; the finalizer marks that one may exist. A pod already
@@ -817,17 +845,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
                                  ""};
   };
   std::vector<const WorkerPod*> outdated;
-  if (scheduled) {
-    for (const auto& w : active) {
-      if (condemned.count(w.name) != 0 || w.revision == revision) {
-        continue;
-      }
-      const slurm::Node* node = node_of(w);
-      if ((node != nullptr && condemned_in_slurm(*node)) || !w.ready) {
-        condemned[w.name] = "update";
-      } else {
-        outdated.push_back(&w);
-      }
+  for (const auto& w : active) {
+    if (victims.outdated.count(w.name) != 0) {
+      outdated.push_back(&w);
     }
   }
   if (scheduled && outdated.empty()) {

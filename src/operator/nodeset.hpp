@@ -12,6 +12,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,28 @@ std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm:
 // Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,
 // higher ordinal, more recently ready, newer. True when `a` goes before `b`.
 bool condemn_before(const WorkerPod& a, const WorkerPod& b);
+
+// Which of a NodeSet's pods go, and why. Pure: the reconcile drains and deletes them.
+struct Victims {
+  // The pods in the order they go: those whose Slurm node the operator already drained for
+  // deletion first (they keep their place), then condemn_before.
+  std::vector<WorkerPod> order;
+  // pod -> why: "scale-in", "scale-in: a second pod on <Node>", "update", "the scaling mode
+  // changed", ...
+  std::map<std::string, std::string> condemned;
+  // ScheduledUpdate: outdated pods that wait for the maintenance window.
+  std::set<std::string> outdated;
+};
+// `active`: the pods neither terminating nor finished; `nodes`: Slurm's, by name; `want`: the
+// pods the NodeSet wants (replicas, or the eligible Nodes in DaemonSet mode); `eligible`: the
+// Nodes a DaemonSet-mode pod may run on. The excess over `want` goes in scale-in order (pods of
+// the other scaling mode always; DaemonSet mode: pods on Nodes no longer eligible and all but
+// the oldest of several on one Node), then RollingUpdate replaces old revisions within
+// maxUnavailable.
+Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
+                       const std::map<std::string, slurm::Node>& nodes, int64_t want,
+                       const std::string& revision,
+                       const std::map<std::string, std::string>& eligible);
 
 // Why one of the pod's containers waits and will not start by itself (an image that cannot be
 // pulled, a crash loop, a bad config), from the container statuses the pod cache keeps; ""

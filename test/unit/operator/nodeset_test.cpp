@@ -395,6 +395,117 @@ TEST(NodeDeadlines, AJobWithoutATimeLimitNeverEndsAndEndedJobsDoNotCount) {
   EXPECT_EQ(order(pods_with_deadlines(deadlines)), std::vector<std::string>({"n1", "n2"}));
 }
 
+// A NodeSet with defaults, as the reconcile sees it.
+api::NodeSet defaulted(const std::string& extra_yaml = "") {
+  api::NodeSet n = nodeset(extra_yaml);
+  api::apply_defaults(n);
+  return n;
+}
+
+// A running, ready pod of `nodeset` at `revision`, its Slurm node named as the pod.
+WorkerPod member(const std::string& name, int64_t ordinal, const std::string& revision = "r1") {
+  WorkerPod w = running(name, ordinal);
+  w.hostname = name;
+  w.revision = revision;
+  w.mode = "StatefulSet";
+  return w;
+}
+
+slurm::Node slurm_node(const std::string& name, std::vector<std::string> state = {"IDLE"},
+                       const std::string& reason = "") {
+  slurm::Node node;
+  node.name = name;
+  node.state = std::move(state);
+  node.reason = reason;
+  return node;
+}
+
+std::vector<std::string> condemned_names(const Victims& v) {
+  std::vector<std::string> names;
+  for (const auto& w : v.order) {
+    if (v.condemned.count(w.name) != 0) {
+      names.push_back(w.name + ": " + v.condemned.at(w.name));
+    }
+  }
+  return names;
+}
+
+TEST(ChooseVictims, TheExcessGoesInScaleInOrderAndNoMore) {
+  const auto deadlines = node_deadlines(captured_jobs(), captured_nodes());
+  std::vector<WorkerPod> pods = {member("n1", 0), member("n2", 1), member("idle", 2)};
+  pods[0].deadline = deadlines.at("n1");
+  pods[1].deadline = deadlines.at("n2");
+  const auto nodes = captured_nodes();
+  EXPECT_EQ(condemned_names(choose_victims(defaulted(), pods, nodes, 1, "r1", {})),
+            (std::vector<std::string>{"idle: scale-in", "n1: scale-in"}));
+  EXPECT_TRUE(condemned_names(choose_victims(defaulted(), pods, nodes, 3, "r1", {})).empty());
+}
+
+TEST(ChooseVictims, APodAlreadyDrainedForDeletionKeepsItsPlace) {
+  // slinky-1 was chosen before (its node carries the operator's pending-termination drain);
+  // slinky-0 now looks the better victim, but draining it too would take two nodes for one.
+  std::vector<WorkerPod> pods = {member("slinky-0", 0), member("slinky-1", 1)};
+  pods[1].deadline = slurm::Time::max();
+  const std::map<std::string, slurm::Node> nodes = {
+      {"slinky-0", slurm_node("slinky-0")},
+      {"slinky-1", slurm_node("slinky-1", {"MIXED", "DRAIN"},
+                              "slurm-operator: Pod (hpc/slinky-1) is pending termination for "
+                              "scale-in")}};
+  EXPECT_EQ(condemned_names(choose_victims(defaulted(), pods, nodes, 1, "r1", {})),
+            std::vector<std::string>{"slinky-1: scale-in"});
+}
+
+TEST(ChooseVictims, PodsOfTheOtherScalingModeAlwaysGo) {
+  std::vector<WorkerPod> pods = {member("a", 0), member("b", 1)};
+  pods[1].mode = "DaemonSet";
+  EXPECT_EQ(condemned_names(choose_victims(defaulted(), pods, {}, 2, "r1", {})),
+            std::vector<std::string>{"b: the scaling mode changed"});
+}
+
+TEST(ChooseVictims, ARollingUpdateReplacesWithinMaxUnavailable) {
+  const std::vector<WorkerPod> pods = {member("a", 0, "old"), member("b", 1, "old"),
+                                       member("c", 2, "old"), member("d", 3)};
+  const api::NodeSet n = defaulted("  updateStrategy: {rollingUpdate: {maxUnavailable: 2}}\n");
+  EXPECT_EQ(condemned_names(choose_victims(n, pods, {}, 4, "r1", {})),
+            (std::vector<std::string>{"c: update", "b: update"}));
+}
+
+TEST(ChooseVictims, AnOldPodThatIsNotReadyIsReplacedOutsideTheBudget) {
+  std::vector<WorkerPod> pods = {member("a", 0, "old"), member("b", 1, "old")};
+  pods[0].ready = false;
+  const api::NodeSet n = defaulted("  updateStrategy: {rollingUpdate: {maxUnavailable: 1}}\n");
+  EXPECT_EQ(condemned_names(choose_victims(n, pods, {}, 2, "r1", {})),
+            std::vector<std::string>{"a: update"});
+}
+
+TEST(ChooseVictims, AScheduledUpdateLeavesReadyOldPodsForTheWindow) {
+  std::vector<WorkerPod> pods = {member("a", 0, "old"), member("b", 1, "old"), member("c", 2)};
+  pods[1].ready = false;
+  const api::NodeSet n = defaulted(
+      "  updateStrategy: {type: ScheduledUpdate, scheduledUpdate: {startTime: "
+      "\"2026-12-05T02:00:00Z\", duration: 2h}}\n");
+  const Victims v = choose_victims(n, pods, {}, 3, "r1", {});
+  EXPECT_EQ(condemned_names(v), std::vector<std::string>{"b: update"});
+  EXPECT_EQ(v.outdated, std::set<std::string>{"a"});
+}
+
+TEST(ChooseVictims, DaemonSetModeKeepsOnePodPerEligibleNode) {
+  const api::NodeSet n = defaulted("  scalingMode: DaemonSet\n");
+  std::vector<WorkerPod> pods = {member("on-a", -1), member("on-b", -1), member("also-on-a", -1)};
+  for (auto& w : pods) {
+    w.mode = "DaemonSet";
+  }
+  pods[0].target_node = "node-a";
+  pods[0].created = "2026-01-01T00:00:00Z";
+  pods[1].target_node = "node-b";
+  pods[2].target_node = "node-a";
+  pods[2].created = "2026-01-02T00:00:00Z";
+  const std::map<std::string, std::string> eligible = {{"node-a", "a"}};
+  EXPECT_EQ(condemned_names(choose_victims(n, pods, {}, 1, "r1", eligible)),
+            (std::vector<std::string>{"also-on-a: scale-in: a second pod on node-a",
+                                      "on-b: scale-in: Node node-b is no longer eligible"}));
+}
+
 TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
   EXPECT_EQ(max_unavailable(json(2), 10), 2);
   EXPECT_EQ(max_unavailable(json("25%"), 10), 3);
