@@ -66,7 +66,7 @@ bool LeaderElector::sleep_for(milliseconds d) {
   return !stopping_;
 }
 
-void LeaderElector::set_leading(bool leading) {
+void LeaderElector::set_leading(bool leading, bool stepping_down) {
   {
     std::lock_guard lock(mu_);
     if (leading_ == leading) {
@@ -84,8 +84,14 @@ void LeaderElector::set_leading(bool leading) {
       callbacks_.started_leading();
     }
   } else {
-    log::warn("leader.lost", {{"lease", options_.lease_namespace + "/" + options_.lease_name},
-                              {"identity", options_.identity}});
+    const log::Fields fields = {{"lease", options_.lease_namespace + "/" + options_.lease_name},
+                                {"identity", options_.identity}};
+    // A stop steps down on purpose; only a failed renewal loses the lease.
+    if (stepping_down) {
+      log::info("leader.stepped_down", fields);
+    } else {
+      log::warn("leader.lost", fields);
+    }
     if (callbacks_.stopped_leading) {
       callbacks_.stopped_leading();
     }
@@ -155,7 +161,7 @@ void LeaderElector::run() {
     return leading_;
   }();
   if (was_leading) {
-    set_leading(false);
+    set_leading(false, /*stepping_down=*/true);
     if (options_.release_on_stop) {
       release();
     }

@@ -58,7 +58,8 @@ class LeaderElector {
   bool try_acquire_or_renew();
   void release();
   bool sleep_for(std::chrono::milliseconds d);
-  void set_leading(bool leading);
+  // stepping_down: the stop gives the lease up (not lost to a failed renewal).
+  void set_leading(bool leading, bool stepping_down = false);
 
   Client& client_;
   LeaderElectionOptions options_;

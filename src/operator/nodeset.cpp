@@ -519,6 +519,79 @@ Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
   return out;
 }
 
+std::string progress_message(int64_t pods, int64_t want, int64_t ready, int64_t updated,
+                             int64_t terminating, const std::string& revision) {
+  const auto count = [](int64_t n) { return std::to_string(n); };
+  std::string message;
+  if (pods > want) {
+    message = "scaling in to " + count(want) + " pods: " + count(pods) + " left, " + count(ready) +
+              " ready";
+  } else if (pods < want) {
+    message = "scaling out to " + count(want) + " pods: " + count(pods) + " made, " + count(ready) +
+              " ready";
+  } else {
+    message = count(ready) + " of " + count(want) + " pods ready";
+  }
+  message += updated == pods
+                 ? (pods == 0 ? "" : ", all at revision " + revision)
+                 : ", " + count(updated) + " of " + count(pods) + " at revision " + revision;
+  if (terminating > 0) {
+    message += ", " + count(terminating) + " terminating";
+  }
+  return message;
+}
+
+void PodExpectations::created(const std::string& nodeset, const std::string& pod,
+                              Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  by_nodeset_[nodeset].creations[pod] = now;
+}
+
+void PodExpectations::deleted(const std::string& nodeset, const std::string& pod_uid,
+                              Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  by_nodeset_[nodeset].deletions[pod_uid] = now;
+}
+
+PodExpectations::Pending PodExpectations::pending(const std::string& nodeset,
+                                                  const std::vector<WorkerPod>& cached,
+                                                  Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  Pending out;
+  const auto it = by_nodeset_.find(nodeset);
+  if (it == by_nodeset_.end()) {
+    return out;
+  }
+  std::set<std::string> names;
+  std::set<std::string> alive;  // uids of pods not terminating
+  for (const auto& w : cached) {
+    names.insert(w.name);
+    if (!w.terminating) {
+      alive.insert(w.uid);
+    }
+  }
+  Entry& e = it->second;
+  std::erase_if(e.creations,
+                [&](const auto& c) { return names.count(c.first) != 0 || now - c.second > ttl_; });
+  std::erase_if(e.deletions,
+                [&](const auto& d) { return alive.count(d.first) == 0 || now - d.second > ttl_; });
+  for (const auto& [name, at] : e.creations) {
+    out.creations.insert(name);
+  }
+  for (const auto& [uid, at] : e.deletions) {
+    out.deletions.insert(uid);
+  }
+  if (e.creations.empty() && e.deletions.empty()) {
+    by_nodeset_.erase(it);
+  }
+  return out;
+}
+
+void PodExpectations::forget(const std::string& nodeset) {
+  std::lock_guard lock(mu_);
+  by_nodeset_.erase(nodeset);
+}
+
 std::string maintenance_reservation_name(const api::NodeSet& n) {
   return "SlurmOperatorMaint-" + n.metadata.name;
 }
@@ -575,6 +648,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   const kube::ResourceType& type = resources::nodesets();
   const auto doc = cache_.get(type, request.key());
   if (!doc) {
+    expectations_.forget(request.key());
     return settled();
   }
   if (doc->meta.deleting) {
@@ -721,6 +795,15 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     doc_of[w.name] = &pod->doc;
     pods.push_back(std::move(w));
   }
+  // What this operator did that the cache does not show yet: a pod it deleted counts as
+  // terminating, one it created as there.
+  const auto expected_at = PodExpectations::Clock::now();
+  const PodExpectations::Pending expected = expectations_.pending(request.key(), pods, expected_at);
+  for (auto& w : pods) {
+    if (expected.deletions.count(w.uid) != 0) {
+      w.terminating = true;
+    }
+  }
   // The first stuck pod speaks for all: with a bad image every pod fails the same way.
   std::string failing;
   size_t failing_count = 0;
@@ -741,6 +824,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
 
   std::vector<std::string> blocked;   // why a pod that should go cannot
   std::vector<std::string> draining;  // pods waiting for their jobs
+  std::set<std::string> deleted;      // pods deleted by this reconcile: nothing more is written
   std::string blocked_reason;
   const auto block = [&](const std::string& reason, const std::string& message) {
     if (blocked_reason.empty()) {
@@ -756,6 +840,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       block("DeleteFailed", "deleting pod " + w.name + ": " + removed.error().message);
       return false;
     }
+    deleted.insert(w.name);
+    expectations_.deleted(request.key(), w.uid, PodExpectations::Clock::now());
     runtime_.events().normal(self, "DeletedPod", "Deleted pod " + w.name + ": " + why);
     log::info("nodeset.pod_deleted", {{"nodeset", request.key()}, {"pod", w.name}, {"why", why}});
     return true;
@@ -969,16 +1055,23 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         continue;
       }
       const std::string name = build::daemon_pod_name(n, hostname);
+      if (expected.creations.count(name) != 0) {
+        continue;
+      }
       planned.push_back(
           {build::build_nodeset_pod(n, in, build::PodIdentity{name, hostname, "", hostname}, node),
            name, hostname});
     }
   }
-  const int64_t present = static_cast<int64_t>(active.size()) + terminating;
+  const int64_t present = static_cast<int64_t>(active.size()) + terminating +
+                          static_cast<int64_t>(expected.creations.size());
   int64_t missing = daemon ? 0 : want - present;
   std::set<int64_t> taken;
   for (const auto& w : pods) {
     taken.insert(w.ordinal);
+  }
+  for (const auto& name : expected.creations) {
+    taken.insert(build::nodeset_pod_ordinal(n, name));
   }
   for (int64_t ordinal = 0; missing > 0 && planned.size() < kMaxCreatesPerReconcile; ++ordinal) {
     if (taken.count(ordinal) != 0) {
@@ -1036,6 +1129,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     }
     for (size_t i = next; i < end; ++i) {
       if (problems[i - next].empty()) {
+        expectations_.created(request.key(), planned[i].name, PodExpectations::Clock::now());
         fresh_hostnames.insert((*planned[i].pod)["spec"].value("hostname", planned[i].name));
       } else if (create_problem.empty()) {
         create_problem = problems[i - next];
@@ -1155,7 +1249,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       }
     }
 
-    // Slurm → the pod: conditions and the pod-protect label.
+    // Slurm → the pod: conditions and the pod-protect label; a pod deleted just now would
+    // answer 404, or take a write it is about to lose.
+    if (deleted.count(w.name) != 0) {
+      continue;
+    }
     const json& pod = *doc_of[w.name];
     const std::vector<std::string> want_types = slurm_condition_types(*node);
     json patch_conditions = json::array();
@@ -1336,8 +1434,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         std::chrono::seconds(1), std::chrono::seconds(60)));
   } else if (replicas != want || ready != want || updated != want || terminating > 0) {
     readiness = {false, "Progressing",
-                 std::to_string(ready) + " of " + std::to_string(want) + " pods ready, " +
-                     std::to_string(updated) + " at revision " + revision};
+                 progress_message(replicas, want, ready, updated, terminating, revision)};
     if (ready != available) {
       next = after(std::chrono::seconds(n.spec.min_ready_seconds + 1));
     }

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -80,6 +81,12 @@ Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
                        const std::string& revision,
                        const std::map<std::string, std::string>& eligible);
 
+// The Progressing message of a NodeSet whose pods (not terminating) are not yet what it wants:
+// "scaling in to 0 pods: 20 left, 20 ready, 5 terminating", "1 of 2 pods ready, all at revision
+// r", ...
+std::string progress_message(int64_t pods, int64_t want, int64_t ready, int64_t updated,
+                             int64_t terminating, const std::string& revision);
+
 // Why one of the pod's containers waits and will not start by itself (an image that cannot be
 // pulled, a crash loop, a bad config), from the container statuses the pod cache keeps; ""
 // when no container is stuck.
@@ -119,12 +126,46 @@ Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeS
                                                                 std::vector<std::string> nodes,
                                                                 slurm::Time now);
 
+// What the operator did to a NodeSet's pods that its cache has not shown yet (the
+// "expectations" of Kubernetes' ReplicaSet controller): pods it created and pods it deleted.
+// Until the cache shows them, a reconcile counts a created pod as there and a deleted one as
+// terminating, so it never creates, deletes or writes twice. One the cache never confirms lapses
+// after `ttl`. Safe for concurrent reconciles of different NodeSets.
+class PodExpectations {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit PodExpectations(std::chrono::seconds ttl = std::chrono::seconds(120)) : ttl_(ttl) {}
+
+  void created(const std::string& nodeset, const std::string& pod, Clock::time_point now);
+  void deleted(const std::string& nodeset, const std::string& pod_uid, Clock::time_point now);
+
+  struct Pending {
+    std::set<std::string> creations;  // pod names the cache does not have yet
+    std::set<std::string> deletions;  // pod uids the cache still shows alive
+  };
+  // Forgets what the cache now shows (`cached`: the NodeSet's pods in the cache) and what has
+  // lapsed; returns the rest.
+  Pending pending(const std::string& nodeset, const std::vector<WorkerPod>& cached,
+                  Clock::time_point now);
+  void forget(const std::string& nodeset);
+
+ private:
+  struct Entry {
+    std::map<std::string, Clock::time_point> creations;
+    std::map<std::string, Clock::time_point> deletions;
+  };
+  std::chrono::seconds ttl_;
+  std::mutex mu_;
+  std::map<std::string, Entry> by_nodeset_;
+};
+
 class NodeSetReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
 
  private:
+  PodExpectations expectations_;
   // The worker Service and PDB: every NodeSet reconcile builds them, a change or every five
   // minutes writes them.
 

@@ -111,12 +111,15 @@ TEST(LeaderElection, HandsOverAfterAKillAndAWokenLeaderDoesNotAct) {
     EXPECT_LT(t, woken_at) << "b acted after it woke up, while c held the lease";
   }
   EXPECT_FALSE(lines_of(b, "stopped").empty()) << "b did not notice it lost the lease";
+  EXPECT_FALSE(lines_of(b, "lost").empty()) << "b lost the lease without a warning";
 
   // A clean stop releases the lease at once.
   ASSERT_EQ(kill(b.pid, SIGTERM), 0);
   b.reap();
   ASSERT_EQ(kill(c.pid, SIGTERM), 0);
   c.reap();
+  EXPECT_TRUE(lines_of(c, "lost").empty()) << "a clean stop is no lost lease";
+  EXPECT_FALSE(lines_of(c, "stepped_down").empty());
   auto lease = client->get(resources::leases(), ns, "operator-lease");
   ASSERT_TRUE(lease);
   EXPECT_EQ(testing::field<std::string>(*lease, "/spec/holderIdentity", "?"), "");

@@ -3,7 +3,8 @@
 //   lease_candidate KUBECONFIG NAMESPACE LEASE IDENTITY OUTPUT_FILE
 // It ends on SIGTERM (releasing the lease) or after two minutes, so that a failed test cannot
 // leave it running.
-// Lines: "started <ms>", "act <ms>", "stopped <ms>" with wall-clock milliseconds since the epoch.
+// Lines: "started <ms>", "act <ms>", "stopped <ms>", and "lost <ms>" or "stepped_down <ms>" for
+// the elector's log of how leading ended, with wall-clock milliseconds since the epoch.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.hpp"
 #include "kube/leader.hpp"
 
 namespace {
@@ -49,6 +51,13 @@ int main(int argc, char** argv) {
     std::lock_guard lock(out_mu);
     out << what << " " << now_ms() << std::endl;
   };
+  (void)tightrope::log::set_sink([&](tightrope::log::Level, const std::string& text) {
+    if (text.find("leader.lost") != std::string::npos) {
+      line("lost");
+    } else if (text.find("leader.stepped_down") != std::string::npos) {
+      line("stepped_down");
+    }
+  });
   (void)std::signal(SIGTERM, on_sigterm);
   ClientOptions client_options;
   client_options.timeout = std::chrono::milliseconds(1500);  // below the renew deadline

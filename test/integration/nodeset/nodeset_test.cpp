@@ -439,6 +439,7 @@ TEST_F(NodeSetTest, ScaleInWaitsForTheJobOnTheVictim) {
                node->reason.find("pending termination for scale-in") != std::string::npos;
       },
       kConverge));
+  EXPECT_EQ(job_state(job), "RUNNING") << "drained while its job runs, not after";
   EXPECT_TRUE(
       eventually([&] { return nodeset_condition("Ready") == "False/Draining"; }, kConverge));
   // While the job runs the pod stays.
@@ -463,8 +464,9 @@ TEST_F(NodeSetTest, NothingIsDeletedWhileSlurmCannotBeAsked) {
       [&] { return nodeset_condition("DeletionBlocked") == "True/SlurmUnreachable"; }, kConverge))
       << nodeset_condition("DeletionBlocked");
   EXPECT_EQ(nodeset_condition("Ready"), "False/DeletionBlocked");
-  // Well past several retries: both pods stay.
-  std::this_thread::sleep_for(std::chrono::seconds(12));
+  // Several reconciles later, each refused by Slurm's absence: both pods stay.
+  const int64_t blocked_at = op_->reconciles("nodeset");
+  ASSERT_TRUE(eventually([&] { return op_->reconciles("nodeset") >= blocked_at + 3; }, kConverge));
   EXPECT_EQ(pod_names().size(), 2U);
   EXPECT_TRUE(op_->running()) << "the operator must not crash";
 
@@ -517,11 +519,16 @@ TEST_F(NodeSetTest, CordonDrainsUncordonUndrainsAndAdminDrainsStay) {
         return node && !node->drain();
       },
       kConverge));
-  // Cordon and uncordon the admin-drained pod's node: reconciles come and go, the drain stays.
+  // Cordon and uncordon the admin-drained pod's node: each is reconciled (twice, so that one
+  // reconcile began after the change), and the drain stays.
+  const auto reconciled_twice = [&] {
+    const int64_t before = op_->reconciles("nodeset");
+    return eventually([&] { return op_->reconciles("nodeset") >= before + 2; }, kConverge);
+  };
   cordon(node_of[second], true);
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(reconciled_twice());
   cordon(node_of[second], false);
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(reconciled_twice());
   auto admin = slurm_node(second);
   ASSERT_TRUE(admin);
   EXPECT_TRUE(admin->drain());

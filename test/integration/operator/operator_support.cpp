@@ -223,6 +223,24 @@ void OperatorProcess::start() {
   throw std::runtime_error("slurm-operator did not become ready in 30 s:\n" + log());
 }
 
+int64_t OperatorProcess::reconciles(const std::string& controller) const {
+  const auto [status, text] =
+      http_get("http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics");
+  if (status != 200) {
+    return -1;
+  }
+  const std::string prefix = "controller_runtime_reconcile_total{";
+  const std::string label = "controller=\"" + controller + "\"";
+  int64_t total = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.starts_with(prefix) && line.find(label) != std::string::npos) {
+      total += std::stoll(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return total;
+}
+
 bool OperatorProcess::running() const {
   if (pid_ <= 0) {
     return false;

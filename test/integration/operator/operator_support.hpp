@@ -38,6 +38,10 @@ class OperatorProcess {
   void kill_hard();
   bool running() const;
   std::string log() const;
+  // How many reconciles of `controller` ("nodeset", "controller", ...) it has finished, from its
+  // metrics (controller_runtime_reconcile_total): what a test waits on to know that the operator
+  // has looked at a change, instead of sleeping. -1 when the metrics do not answer.
+  int64_t reconciles(const std::string& controller) const;
   int health_port() const { return health_port_; }
   int metrics_port() const { return metrics_port_; }
 

@@ -324,10 +324,16 @@ TEST_F(OperatorTest, AnOperatorKilledMidwayConvergesWithoutDuplicatesAfterAResta
       kConverge));
   const auto keys = get(kube::resources::secrets(), "slurm-login-ssh-host-keys");
   const auto token = get(kube::resources::secrets(), "slurm-token-slurm");
-  // Once more, cleanly this time: nothing is made again.
+  // Once more, cleanly this time: nothing is made again, once the new process has reconciled
+  // what makes the keys and the token.
   EXPECT_EQ(op_->stop(), 0);
   start_operator();
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return op_->reconciles("controller") > 0 && op_->reconciles("loginset") > 0 &&
+               op_->reconciles("token") > 0;
+      },
+      kConverge));
   EXPECT_EQ(get(kube::resources::secrets(), "slurm-login-ssh-host-keys")->at("data"),
             keys->at("data"));
   EXPECT_EQ(get(kube::resources::secrets(), "slurm-token-slurm")->at("data"), token->at("data"));
@@ -380,8 +386,11 @@ TEST_F(OperatorTest, AMissingSecretIsAConditionAndAnEventAndTheClusterFollowsWhe
         return false;
       },
       kConverge));
-  // Still running, not crash-looping; the retry is bounded and the Secret's arrival is watched.
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Still running after more retries, not crash-looping; the retry is bounded and the Secret's
+  // arrival is watched.
+  const int64_t failed_at = op_->reconciles("controller");
+  EXPECT_TRUE(
+      eventually([&] { return op_->reconciles("controller") >= failed_at + 2; }, kConverge));
   EXPECT_TRUE(op_->running());
   EXPECT_EQ(testing::http_get("http://127.0.0.1:" + std::to_string(op_->health_port()) + "/healthz")
                 .first,

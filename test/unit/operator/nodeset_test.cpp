@@ -506,6 +506,45 @@ TEST(ChooseVictims, DaemonSetModeKeepsOnePodPerEligibleNode) {
                                       "on-b: scale-in: Node node-b is no longer eligible"}));
 }
 
+TEST(ProgressMessage, SaysWhereTheNodeSetIsGoing) {
+  EXPECT_EQ(progress_message(20, 0, 20, 20, 5, "r1"),
+            "scaling in to 0 pods: 20 left, 20 ready, all at revision r1, 5 terminating");
+  EXPECT_EQ(progress_message(3, 10, 1, 3, 0, "r1"),
+            "scaling out to 10 pods: 3 made, 1 ready, all at revision r1");
+  EXPECT_EQ(progress_message(2, 2, 1, 1, 0, "r2"), "1 of 2 pods ready, 1 of 2 at revision r2");
+  EXPECT_EQ(progress_message(0, 0, 0, 0, 1, "r1"), "0 of 0 pods ready, 1 terminating");
+}
+
+TEST(PodExpectations, ACreatedPodIsPendingUntilTheCacheShowsIt) {
+  PodExpectations e(std::chrono::seconds(60));
+  const PodExpectations::Clock::time_point t0{};
+  e.created("hpc/cpu", "cpu-2", t0);
+  EXPECT_EQ(e.pending("hpc/cpu", {member("cpu-0", 0)}, t0).creations,
+            std::set<std::string>{"cpu-2"});
+  EXPECT_TRUE(e.pending("hpc/gpu", {}, t0).creations.empty()) << "per NodeSet";
+  EXPECT_TRUE(e.pending("hpc/cpu", {member("cpu-2", 2)}, t0).creations.empty());
+  EXPECT_TRUE(e.pending("hpc/cpu", {}, t0).creations.empty()) << "once seen, it is forgotten";
+}
+
+TEST(PodExpectations, ADeletedPodIsPendingWhileTheCacheShowsItAlive) {
+  PodExpectations e(std::chrono::seconds(60));
+  const PodExpectations::Clock::time_point t0{};
+  WorkerPod pod = member("cpu-1", 1);
+  pod.uid = "u1";
+  e.deleted("hpc/cpu", "u1", t0);
+  EXPECT_EQ(e.pending("hpc/cpu", {pod}, t0).deletions, std::set<std::string>{"u1"});
+  pod.terminating = true;
+  EXPECT_TRUE(e.pending("hpc/cpu", {pod}, t0).deletions.empty());
+}
+
+TEST(PodExpectations, WhatTheCacheNeverConfirmsLapses) {
+  PodExpectations e(std::chrono::seconds(60));
+  const PodExpectations::Clock::time_point t0{};
+  e.created("hpc/cpu", "cpu-2", t0);
+  EXPECT_FALSE(e.pending("hpc/cpu", {}, t0 + std::chrono::seconds(59)).creations.empty());
+  EXPECT_TRUE(e.pending("hpc/cpu", {}, t0 + std::chrono::seconds(61)).creations.empty());
+}
+
 TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
   EXPECT_EQ(max_unavailable(json(2), 10), 2);
   EXPECT_EQ(max_unavailable(json("25%"), 10), 3);
