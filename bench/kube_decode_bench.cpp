@@ -41,7 +41,7 @@ json worker_pod(int i) {
                     {"readOnly", true}}});
   const json container = {
       {"name", "slurmd"},
-      {"image", "ghcr.io/tightrope/slurmd:26.05.5"},
+      {"image", "registry.example.org/tightrope/slurmd:26.05.5"},
       {"imagePullPolicy", "IfNotPresent"},
       {"args",
        json::array({"-D", "-Z", "--conf-server", "slurm-controller.slurm:6817", "--conf",
@@ -149,7 +149,7 @@ json worker_pod(int i) {
              {{{"name", "slurmd"},
                {"ready", true},
                {"restartCount", 0},
-               {"image", "ghcr.io/tightrope/slurmd:26.05.5"},
+               {"image", "registry.example.org/tightrope/slurmd:26.05.5"},
                {"imageID",
                 "sha256:4b1c0d2e3f4a5b6c7d8e9f00112233445566778899aabbccddeeff0011223344"},
                {"containerID", "containerd://9f8e7d6c5b4a39281706f5e4d3c2b1a0" + std::to_string(i)},
