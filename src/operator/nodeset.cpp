@@ -417,6 +417,27 @@ bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
 
+std::optional<std::set<std::string>> nodesets_touched(const std::vector<NodeSetFeature>& nodesets,
+                                                      const std::vector<slurm::Node>& changed) {
+  std::set<std::string> out;
+  for (const auto& node : changed) {
+    const json link = json::parse(node.comment, nullptr, false);
+    const std::string linked = link.is_object() ? link.value("nodeSetName", "") : "";
+    bool found = false;
+    for (const auto& n : nodesets) {
+      if (n.name == linked ||
+          std::find(node.features.begin(), node.features.end(), n.feature) != node.features.end()) {
+        out.insert(n.name);
+        found = true;
+      }
+    }
+    if (!found) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
 Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
                        const std::map<std::string, slurm::Node>& nodes, int64_t want,
                        const std::string& revision,

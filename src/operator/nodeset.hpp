@@ -59,6 +59,18 @@ std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm:
 // higher ordinal, more recently ready, newer. True when `a` goes before `b`.
 bool condemn_before(const WorkerPod& a, const WorkerPod& b);
 
+// A NodeSet as the Slurm change feed's listener knows it: its name and the feature each of its
+// Slurm nodes registers with (NodeSet::slurm_name).
+struct NodeSetFeature {
+  std::string name;
+  std::string feature;
+};
+// The NodeSets (names) that `changed` Slurm nodes belong to, by the node's comment (its pod
+// link names the NodeSet) or its features; nullopt when a node belongs to none of them, so
+// that every NodeSet looks (a record just made, one of a NodeSet not cached yet).
+std::optional<std::set<std::string>> nodesets_touched(const std::vector<NodeSetFeature>& nodesets,
+                                                      const std::vector<slurm::Node>& changed);
+
 // Which of a NodeSet's pods go, and why. Pure: the reconcile drains and deletes them.
 struct Victims {
   // The pods in the order they go: those whose Slurm node the operator already drained for

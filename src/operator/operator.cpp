@@ -128,7 +128,8 @@ void Operator::wire() {
   kube::Controller* tokens = make("token", token_reconciler_);
   kube::Controller* nodesets = make("nodeset", nodeset_reconciler_);
 
-  // Slurm changed (nodes, jobs, or whether it answers): the cluster's NodeSets look again.
+  // Slurm changed (nodes, jobs, or whether it answers): the NodeSets those nodes belong to look
+  // again; all of the cluster's when that cannot be told.
   const ResourceCache* shared_cache = &cache_;
   const auto nodesets_of = [shared_cache](const std::string& ns, const std::string& controller) {
     std::vector<Request> out;
@@ -139,10 +140,24 @@ void Operator::wire() {
     }
     return out;
   };
-  slurm_.set_listener([nodesets, nodesets_of](const std::string& controller_key) {
+  slurm_.set_listener([nodesets, shared_cache](const std::string& controller_key,
+                                               const std::vector<slurm::Node>* changed) {
     const Request controller = Request::from_key(controller_key);
-    for (const auto& r : nodesets_of(controller.namespace_name, controller.name)) {
-      nodesets->enqueue(r);
+    std::vector<NodeSetFeature> candidates;
+    for (const auto& doc : shared_cache->list(resources::nodesets(), controller.namespace_name)) {
+      if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) !=
+          controller.name) {
+        continue;
+      }
+      if (auto n = api::decode_nodeset(doc->doc)) {
+        candidates.push_back({doc->meta.name, n->slurm_name()});
+      }
+    }
+    const auto touched = changed == nullptr ? std::nullopt : nodesets_touched(candidates, *changed);
+    for (const auto& c : candidates) {
+      if (!touched || touched->count(c.name) != 0) {
+        nodesets->enqueue({controller.namespace_name, c.name});
+      }
     }
   });
 

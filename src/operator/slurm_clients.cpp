@@ -1,5 +1,9 @@
 #include "operator/slurm_clients.hpp"
 
+#include <set>
+
+#include "slurm/hostlist.hpp"
+
 namespace tightrope::op {
 
 namespace {
@@ -75,9 +79,44 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     auto both = std::make_shared<FeedAndClient>(feed_client, feed_options);
     feed = std::shared_ptr<slurm::ChangeFeed>(both, &both->feed);
     const ChangeListener listener = listener_;
-    feed->subscribe([listener, key](const std::vector<slurm::NodeEvent>&) { listener(key); });
-    feed->subscribe_jobs([listener, key](const std::vector<slurm::JobEvent>&) { listener(key); });
-    feed->subscribe_health([listener, key](const slurm::FeedHealth&) { listener(key); });
+    feed->subscribe([listener, key](const std::vector<slurm::NodeEvent>& events) {
+      std::vector<slurm::Node> changed;
+      changed.reserve(events.size());
+      for (const auto& e : events) {
+        changed.push_back(e.node);
+      }
+      listener(key, &changed);
+    });
+    // A job's change concerns the nodes it runs (or ran) on. The feed outlives its subscribers.
+    slurm::ChangeFeed* source = feed.get();
+    feed->subscribe_jobs([listener, key, source](const std::vector<slurm::JobEvent>& events) {
+      const slurm::SlurmSnapshot now = source->snapshot();
+      std::set<std::string> names;
+      for (const auto& e : events) {
+        for (const std::string* hostlist :
+             {&e.job.nodes, e.previous ? &e.previous->nodes : nullptr}) {
+          if (hostlist == nullptr || hostlist->empty()) {
+            continue;
+          }
+          const auto expanded = slurm::expand_hostlist(*hostlist);
+          if (!expanded) {
+            listener(key, nullptr);
+            return;
+          }
+          names.insert(expanded->begin(), expanded->end());
+        }
+      }
+      std::vector<slurm::Node> changed;
+      for (const auto& name : names) {
+        if (const auto it = now.nodes->find(name); it != now.nodes->end()) {
+          changed.push_back(it->second);
+        }
+      }
+      if (!changed.empty()) {
+        listener(key, &changed);
+      }
+    });
+    feed->subscribe_health([listener, key](const slurm::FeedHealth&) { listener(key, nullptr); });
     feed->start();
   }
   entry = {url, key_name, std::move(client), std::move(feed)};

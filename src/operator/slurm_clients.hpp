@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "slurm/client.hpp"
 #include "slurm/feed.hpp"
@@ -19,9 +20,11 @@ namespace tightrope::op {
 
 class SlurmClients {
  public:
-  // Told the Controller's key when its cluster's nodes or jobs changed or the feed's health did.
-  // Runs on the feed's thread: it should only enqueue.
-  using ChangeListener = std::function<void(const std::string& controller_key)>;
+  // Told the Controller's key and the Slurm nodes that changed, or whose jobs did (as the feed's
+  // snapshot has them now; a node that left, as last seen); null when anything may have changed
+  // (the feed's health). Runs on the feed's thread: it should only enqueue.
+  using ChangeListener = std::function<void(const std::string& controller_key,
+                                            const std::vector<slurm::Node>* changed)>;
 
   SlurmClients() = default;
   ~SlurmClients();

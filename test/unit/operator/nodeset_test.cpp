@@ -545,6 +545,20 @@ TEST(PodExpectations, WhatTheCacheNeverConfirmsLapses) {
   EXPECT_TRUE(e.pending("hpc/cpu", {}, t0 + std::chrono::seconds(61)).creations.empty());
 }
 
+TEST(NodeSetsTouched, ANodesChangeConcernsItsOwnNodeSetOnly) {
+  const std::vector<NodeSetFeature> nodesets = {{"slurm-worker-cpu", "cpu"},
+                                                {"slurm-worker-gpu", "gpu"}};
+  slurm::Node by_feature = slurm_node("cpu-0");
+  by_feature.features = {"cpu", "k8s/zone-a"};
+  slurm::Node by_link = slurm_node("renamed");
+  by_link.comment = R"({"namespace":"hpc","podName":"x","nodeSetName":"slurm-worker-gpu"})";
+  EXPECT_EQ(nodesets_touched(nodesets, {by_feature}), std::set<std::string>{"slurm-worker-cpu"});
+  EXPECT_EQ(nodesets_touched(nodesets, {by_feature, by_link}),
+            (std::set<std::string>{"slurm-worker-cpu", "slurm-worker-gpu"}));
+  EXPECT_EQ(nodesets_touched(nodesets, {slurm_node("stranger")}), std::nullopt)
+      << "a node of no known NodeSet wakes them all";
+}
+
 TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
   EXPECT_EQ(max_unavailable(json(2), 10), 2);
   EXPECT_EQ(max_unavailable(json("25%"), 10), 3);
