@@ -320,6 +320,10 @@ struct AuditCount {
   int64_t requests = 0;  // Lease requests not included
   int64_t lease_requests = 0;
   std::map<std::string, int64_t> by_kind;  // "verb resource[/subresource]"
+  // Requests the API server refused (4xx: a pod already gone, one that already exists): writes
+  // the operator should not have sent. "verb resource[/subresource] code".
+  int64_t refused = 0;
+  std::map<std::string, int64_t> refused_by_kind;
 };
 
 std::streamoff file_size(const std::string& path) {
@@ -347,6 +351,11 @@ AuditCount audit_between(const std::string& path, std::streamoff from, std::stre
       ++c.lease_requests;
     } else {
       ++c.requests;
+      const int code = e.value("/responseStatus/code"_json_pointer, 0);
+      if (code >= 400 && code < 500) {
+        ++c.refused;
+        ++c.refused_by_kind[kind + " " + std::to_string(code)];
+      }
     }
     ++c.by_kind[kind];
   }
@@ -572,6 +581,8 @@ int main(int argc, char** argv) {
       {"kube", ready_audit.requests},
       {"kube_per_s", ready_s > 0 ? static_cast<double>(ready_audit.requests) / linked_s : -1},
       {"kube_by_kind", top(ready_audit.by_kind, 8)},
+      {"kube_refused", ready_audit.refused},
+      {"kube_refused_by_kind", top(ready_audit.refused_by_kind, 8)},
       {"slurm", proxy.requests() - slurm_before_ready}};
   say("ready: created " + std::to_string(created_s) + " s, scheduled " +
       std::to_string(scheduled_s) + " s, ready " + std::to_string(ready_s) +
@@ -695,6 +706,7 @@ int main(int argc, char** argv) {
   // 5. Scale-in N -> 0.
   say("scale-in " + std::to_string(o.nodes) + " -> 0");
   const auto jobs_before = slurm_client.list_jobs();
+  const std::streamoff audit_before_in = file_size(audit_log);
   const auto t_in = Steady::now();
   const auto cpu_before_in = bed_cpu_seconds();
   const double operator_cpu_before_in = sampler.now().cpu_s;
@@ -705,6 +717,11 @@ int main(int argc, char** argv) {
   result["scale_in_all_s"] = scale_in;
   result["scale_in_cpu_s"] =
       cpu_between(cpu_before_in, bed_cpu_seconds(), sampler.now().cpu_s - operator_cpu_before_in);
+  const AuditCount in_audit = audit_between(audit_log, audit_before_in, file_size(audit_log));
+  result["scale_in_requests"] = {{"kube", in_audit.requests},
+                                 {"kube_by_kind", top(in_audit.by_kind, 8)},
+                                 {"kube_refused", in_audit.refused},
+                                 {"kube_refused_by_kind", top(in_audit.refused_by_kind, 8)}};
   int64_t killed = 0;
   int64_t jobs = 0;
   if (auto after = slurm_client.list_jobs(); after) {

@@ -11,6 +11,7 @@ ROWS = [
     ("ready_phases_s.all_pods_scheduled", "  every pod scheduled (s)", "{:.1f}"),
     ("ready_phases_s.all_pods_show_slurm_idle", "  every pod shows its Slurm state (s)", "{:.1f}"),
     ("ready_phase_requests.kube_per_s", "  operator's Kubernetes requests/s meanwhile", "{:.1f}"),
+    ("ready_phase_requests.kube_refused", "  of its requests, refused (409 exists, 404 gone)", "{:.0f}"),
     ("ready_phase_cpu_s.kube-apiserver", "  CPU meanwhile: kube-apiserver (s)", "{:.1f}"),
     ("ready_phase_cpu_s.operator", "  CPU meanwhile: the operator (s)", "{:.1f}"),
     ("ready_phase_cpu_s.slurmrestd", "  CPU meanwhile: slurmrestd (s)", "{:.1f}"),
@@ -28,6 +29,8 @@ ROWS = [
     ("scale_in_all_s", "scale-in N -> 0 (s)", "{:.1f}"),
     ("scale_in_cpu_s.kube-apiserver", "  CPU meanwhile: kube-apiserver (s)", "{:.1f}"),
     ("scale_in_cpu_s.operator", "  CPU meanwhile: the operator (s)", "{:.1f}"),
+    ("scale_in_requests.kube", "  operator's Kubernetes requests meanwhile", "{:.0f}"),
+    ("scale_in_requests.kube_refused", "  of which refused (404 gone, 409 exists)", "{:.0f}"),
     ("jobs_killed", "jobs killed", "{}"),
 ]
 
