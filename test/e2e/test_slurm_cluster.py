@@ -177,8 +177,8 @@ def test_srun_and_sbatch_run_on_the_workers():
 def test_scale_in_condemns_the_worker_whose_job_ends_first():
     # The long job on the higher ordinal: Slinky's last tie-break (higher ordinal first) would
     # pick it, so only the jobs' deadlines (their time limits) make the right choice.
-    long_job = submit("-w", f"{HOST}1", "--time=10", "--wrap", "sleep 40")
-    short_job = submit("-w", f"{HOST}0", "--time=2", "--wrap", "sleep 20")
+    long_job = submit("-w", f"{HOST}1", "--time=10", "--wrap", "sleep 50")
+    short_job = submit("-w", f"{HOST}0", "--time=2", "--wrap", "sleep 30")
     wait_until("both jobs running",
                lambda: job_state(long_job) == job_state(short_job) == "RUNNING", 60)
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
@@ -204,7 +204,7 @@ def test_scale_in_holds_the_victim_while_slurmrestd_is_away():
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=2")
     wait_until("2 idle workers", lambda: list(node_states().values()) == ["idle"] * 2, 300,
                cluster_state)
-    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 30") for host in node_states()}
+    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 45") for host in node_states()}
     wait_until("both jobs running", lambda: all(job_state(j) == "RUNNING" for j in jobs.values()), 60)
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
 
