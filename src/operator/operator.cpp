@@ -131,24 +131,29 @@ void Operator::wire() {
   // Slurm changed (nodes, jobs, or whether it answers): the NodeSets those nodes belong to look
   // again; all of the cluster's when that cannot be told.
   const ResourceCache* shared_cache = &cache_;
-  const auto nodesets_of = [shared_cache](const std::string& ns, const std::string& controller) {
-    std::vector<Request> out;
-    for (const auto& doc : shared_cache->list(resources::nodesets(), ns)) {
+  // The NodeSets of one Controller, as the cache has them.
+  const auto nodeset_docs_of = [shared_cache](const std::string& ns,
+                                              const std::string& controller) {
+    std::vector<ResourceCache::Ptr> out;
+    for (auto& doc : shared_cache->list(resources::nodesets(), ns)) {
       if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == controller) {
-        out.push_back({ns, doc->meta.name});
+        out.push_back(std::move(doc));
       }
     }
     return out;
   };
-  slurm_.set_listener([nodesets, shared_cache](const std::string& controller_key,
-                                               const std::vector<slurm::Node>* changed) {
+  const auto nodesets_of = [nodeset_docs_of](const std::string& ns, const std::string& controller) {
+    std::vector<Request> out;
+    for (const auto& doc : nodeset_docs_of(ns, controller)) {
+      out.push_back({ns, doc->meta.name});
+    }
+    return out;
+  };
+  slurm_.set_listener([nodesets, nodeset_docs_of](const std::string& controller_key,
+                                                  const std::vector<slurm::Node>* changed) {
     const Request controller = Request::from_key(controller_key);
     std::vector<NodeSetFeature> candidates;
-    for (const auto& doc : shared_cache->list(resources::nodesets(), controller.namespace_name)) {
-      if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) !=
-          controller.name) {
-        continue;
-      }
+    for (const auto& doc : nodeset_docs_of(controller.namespace_name, controller.name)) {
       if (auto n = api::decode_nodeset(doc->doc)) {
         candidates.push_back({doc->meta.name, n->slurm_name()});
       }

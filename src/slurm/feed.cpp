@@ -1,5 +1,7 @@
 #include "slurm/feed.hpp"
 
+#include <type_traits>
+
 namespace tightrope::slurm {
 
 const char* to_string(NodeEvent::Type type) {
@@ -39,6 +41,18 @@ std::vector<Event> diff_maps(const std::map<Key, Value>& before,
     }
   }
   return events;
+}
+
+// A list as a map by `key_of`, to be shared read-only.
+template <typename Value, typename KeyOf>
+auto keyed(std::vector<Value> list, KeyOf key_of) {
+  using Key = std::invoke_result_t<KeyOf, const Value&>;
+  auto out = std::make_shared<std::map<Key, Value>>();
+  for (auto& item : list) {
+    Key key = key_of(item);
+    out->emplace(std::move(key), std::move(item));
+  }
+  return std::shared_ptr<const std::map<Key, Value>>(std::move(out));
 }
 
 }  // namespace
@@ -170,20 +184,10 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   std::shared_ptr<const std::map<std::string, Node>> nodes;
   std::shared_ptr<const std::map<int64_t, Job>> jobs;
   if (node_answer->changed) {
-    auto now = std::make_shared<std::map<std::string, Node>>();
-    for (auto& n : node_answer->list.nodes) {
-      std::string name = n.name;
-      now->emplace(std::move(name), std::move(n));
-    }
-    nodes = std::move(now);
+    nodes = keyed(std::move(node_answer->list.nodes), [](const Node& n) { return n.name; });
   }
   if (job_answer && (*job_answer)->changed) {
-    auto now = std::make_shared<std::map<int64_t, Job>>();
-    for (auto& j : (*job_answer)->list.jobs) {
-      const int64_t id = j.id;
-      now->emplace(id, std::move(j));
-    }
-    jobs = std::move(now);
+    jobs = keyed(std::move((*job_answer)->list.jobs), [](const Job& j) { return j.id; });
   }
   {
     std::lock_guard lock(mu_);
