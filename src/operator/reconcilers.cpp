@@ -11,6 +11,7 @@
 #include "operator/build/common.hpp"
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/nodeset.hpp"
 #include "operator/conditions.hpp"
 #include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
@@ -108,6 +109,23 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
   std::map<std::string, json> stored;
   if (auto applied = apply_all(runtime_, objects, &stored, &applied_, &cache_); !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  // The headless Service and the budget all NodeSets of the cluster share, each NodeSet an
+  // owner: written here, once for all of them. With no NodeSet left they go (garbage collection).
+  std::vector<api::NodeSet> workers;
+  for (const auto& n : in.nodesets) {
+    if (!n.metadata.deleting) {
+      workers.push_back(n);
+    }
+  }
+  if (!workers.empty()) {
+    if (auto applied = apply_all(
+            runtime_,
+            {build::build_worker_service(c, workers), build::build_worker_pdb(c, workers)}, nullptr,
+            &applied_, &cache_);
+        !applied) {
+      return not_ready({false, "ApplyFailed", applied.error()}, retry());
+    }
   }
   // What the spec no longer asks for.
   std::vector<std::pair<const kube::ResourceType*, std::string>> unwanted;

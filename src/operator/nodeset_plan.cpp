@@ -1,0 +1,1488 @@
+#include "operator/nodeset_plan.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <tuple>
+
+#include "api/well_known.hpp"
+#include "kube/time.hpp"
+#include "operator/build/nodeset.hpp"
+#include "operator/conditions.hpp"
+#include "operator/reconcile_support.hpp"
+#include "slurm/hostlist.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kConditionPrefix = "SlurmNodeState";
+constexpr size_t kMaxCreatesPerReconcile = 250;
+constexpr std::chrono::seconds kUnregisteredGrace{120};
+constexpr std::string_view kFeaturePrefix = "k8s/";
+
+int phase_rank(const std::string& phase) {
+  if (phase == "Pending") {
+    return 0;
+  }
+  if (phase == "Running") {
+    return 2;
+  }
+  return 1;  // Unknown
+}
+
+// "NOT_RESPONDING" -> "NotResponding".
+std::string camel(const std::string& word) {
+  std::string out;
+  bool upper = true;
+  for (const char ch : word) {
+    if (ch == '_') {
+      upper = true;
+      continue;
+    }
+    out.push_back(upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch)))
+                        : static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+    upper = false;
+  }
+  return out;
+}
+
+std::string annotation(const json& object, std::string_view key) {
+  const json* annotations = nullptr;
+  if (const auto meta = object.find("metadata"); meta != object.end()) {
+    if (const auto it = meta->find("annotations"); it != meta->end() && it->is_object()) {
+      annotations = &*it;
+    }
+  }
+  if (annotations == nullptr) {
+    return "";
+  }
+  const auto it = annotations->find(std::string(key));
+  return it != annotations->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string label(const json& object, std::string_view key) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end()) {
+    return "";
+  }
+  const auto labels = meta->find("labels");
+  if (labels == meta->end() || !labels->is_object()) {
+    return "";
+  }
+  const auto it = labels->find(std::string(key));
+  return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Slurm repeats a reservation with one of these flags, moving its window on by itself.
+bool recurring_reservation(const std::vector<std::string>& flags) {
+  return std::any_of(flags.begin(), flags.end(), [](const std::string& f) {
+    return f == "HOURLY" || f == "DAILY" || f == "WEEKDAY" || f == "WEEKEND" || f == "WEEKLY";
+  });
+}
+
+const json* pod_condition(const json& pod, const std::string& type) {
+  const auto status = pod.find("status");
+  if (status == pod.end() || !status->contains("conditions")) {
+    return nullptr;
+  }
+  for (const auto& c : (*status)["conditions"]) {
+    if (c.value("type", "") == type) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+std::string pod_key(const std::string& ns, const std::string& pod) {
+  return ns + "/" + pod;
+}
+
+std::string with_prefix(const std::string& text) {
+  return std::string(api::kReasonPrefix) + text;
+}
+
+// Control characters dropped, at most `limit` characters.
+std::string sanitized(const std::string& text, size_t limit) {
+  std::string out;
+  for (const char ch : text) {
+    if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) {
+      out.push_back(ch);
+    }
+    if (out.size() >= limit) {
+      break;
+    }
+  }
+  return out;
+}
+
+// The reason of a drain for deletion: "pending termination" marks a pod the operator is
+// taking away, so a later reconcile (or a restarted operator) knows it from Slurm alone.
+std::string condemned_reason(const std::string& key, const std::string& why) {
+  return with_prefix("Pod (" + key + ") is pending termination for " + why);
+}
+
+bool condemned_in_slurm(const slurm::Node& node) {
+  return node.drain() && operator_reason(node.reason) &&
+         node.reason.find("is pending termination") != std::string::npos;
+}
+
+}  // namespace
+
+WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
+  WorkerPod w;
+  const json& meta = pod["metadata"];
+  w.name = meta.value("name", "");
+  w.uid = meta.value("uid", "");
+  w.ordinal = build::nodeset_pod_ordinal(n, w.name);
+  w.created = meta.value("creationTimestamp", "");
+  w.terminating = meta.contains("deletionTimestamp");
+  static const json kNoSpec = json::object();
+  const auto spec_it = pod.find("spec");
+  const json& spec = spec_it != pod.end() && spec_it->is_object() ? *spec_it : kNoSpec;
+  w.kube_node = spec.value("nodeName", "");
+  w.hostname = spec.value("hostname", w.name);
+  w.revision = label(pod, "controller-revision-hash");
+  w.mode = label(pod, api::kLabelNodeSetScalingMode);
+  // DaemonSet pods name their Node in a required node affinity; others run where scheduled.
+  const json terms = spec.value(
+      "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
+      json::array());
+  w.target_node = w.kube_node;
+  if (!terms.empty()) {
+    const json values = terms[0].value("/matchFields/0/values"_json_pointer, json::array());
+    if (values.size() == 1 && values[0].is_string()) {
+      w.target_node = values[0].get<std::string>();
+    }
+  }
+  w.phase = pod.value("/status/phase"_json_pointer, std::string("Pending"));
+  if (const json* ready = pod_condition(pod, "Ready")) {
+    w.ready = ready->value("status", "") == "True";
+    w.ready_since = ready->value("lastTransitionTime", "");
+  }
+  w.cordoned = annotation(pod, api::kAnnotationPodCordon) == "true";
+  w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
+  if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
+    for (const auto& c : status->value("conditions", json::array())) {
+      const std::string type = c.value("type", "");
+      if (type.starts_with(kConditionPrefix)) {
+        w.slurm_conditions[type] = {c.value("message", ""), c.value("lastTransitionTime", "")};
+      }
+    }
+  }
+  w.start_failure = container_start_failure(pod);
+  const std::string cost = annotation(pod, api::kAnnotationPodDeletionCost);
+  int64_t value = 0;
+  if (!cost.empty()) {
+    const auto [end, ec] = std::from_chars(cost.data(), cost.data() + cost.size(), value);
+    if (ec == std::errc() && end == cost.data() + cost.size()) {
+      w.deletion_cost = value;
+    }
+  }
+  return w;
+}
+
+std::string container_start_failure(const json& pod) {
+  // ContainerCreating and PodInitializing are progress, not failures.
+  static const std::set<std::string, std::less<>> kStuck = {
+      "ErrImagePull",         "ImagePullBackOff",  "ErrImageNeverPull",
+      "InvalidImageName",     "CrashLoopBackOff",  "CreateContainerConfigError",
+      "CreateContainerError", "RunContainerError", "PreStartHookError",
+      "PostStartHookError"};
+  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+    const json statuses =
+        pod.value(json::json_pointer("/status/" + std::string(field)), json::array());
+    for (const auto& c : statuses) {
+      const json waiting = c.value("/state/waiting"_json_pointer, json::object());
+      const std::string reason = waiting.value("reason", "");
+      if (kStuck.count(reason) != 0) {
+        std::string out = "container " + c.value("name", "") + ": " + reason;
+        if (const std::string message = waiting.value("message", ""); !message.empty()) {
+          out += ": " + message;
+        }
+        return out;
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> node_features(const std::string& spec,
+                                       const std::vector<std::string>& current) {
+  std::vector<std::string> out;
+  for (const auto& f : current) {
+    if (!f.starts_with(kFeaturePrefix)) {
+      out.push_back(f);
+    }
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) {
+      comma = spec.size();
+    }
+    std::string word = spec.substr(start, comma - start);
+    word.erase(0, word.find_first_not_of(' '));
+    word.erase(word.find_last_not_of(' ') + 1);
+    if (!word.empty()) {
+      std::string feature = std::string(kFeaturePrefix) + word;
+      if (std::find(out.begin(), out.end(), feature) == out.end()) {
+        out.push_back(std::move(feature));
+      }
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
+                                                  const std::map<std::string, slurm::Node>& nodes) {
+  std::map<std::string, slurm::Time> out;
+  for (const auto& [id, job] : jobs) {
+    if (!job.has("RUNNING") && !job.has("COMPLETING") && !job.has("SUSPENDED")) {
+      continue;
+    }
+    // Slurm's end_time is the start plus the limit, moved on by suspensions; a job without a
+    // limit never ends.
+    slurm::Time end = slurm::Time::max();
+    if (job.time_limit) {
+      if (job.end_time && job.end_time > job.start_time) {
+        end = *job.end_time;
+      } else if (job.start_time) {
+        end = *job.start_time + *job.time_limit;
+      }
+    }
+    const auto names = slurm::expand_hostlist(job.nodes);
+    if (!names) {
+      continue;
+    }
+    for (const auto& name : *names) {
+      auto [it, inserted] = out.emplace(name, end);
+      if (!inserted) {
+        it->second = std::max(it->second, end);
+      }
+    }
+  }
+  for (const auto& [name, node] : nodes) {
+    if (node.busy() && out.count(name) == 0) {
+      out.emplace(name, slurm::Time::max());
+    }
+  }
+  return out;
+}
+
+bool condemn_before(const WorkerPod& a, const WorkerPod& b) {
+  const bool a_assigned = !a.kube_node.empty();
+  const bool b_assigned = !b.kube_node.empty();
+  if (a_assigned != b_assigned) {
+    return !a_assigned;
+  }
+  if (phase_rank(a.phase) != phase_rank(b.phase)) {
+    return phase_rank(a.phase) < phase_rank(b.phase);
+  }
+  if (a.ready != b.ready) {
+    return !a.ready;
+  }
+  if (a.deletion_cost != b.deletion_cost) {
+    return a.deletion_cost < b.deletion_cost;
+  }
+  const slurm::Time a_deadline = a.deadline.value_or(slurm::Time::min());
+  const slurm::Time b_deadline = b.deadline.value_or(slurm::Time::min());
+  if (a_deadline != b_deadline) {
+    return a_deadline < b_deadline;
+  }
+  if (a.cordoned != b.cordoned) {
+    return a.cordoned;
+  }
+  if (a.ordinal != b.ordinal) {
+    return a.ordinal > b.ordinal;
+  }
+  if (a.ready_since != b.ready_since) {
+    return a.ready_since > b.ready_since;
+  }
+  return std::tie(a.created, a.name) > std::tie(b.created, b.name);
+}
+
+int64_t max_unavailable(const json& value, int64_t replicas) {
+  int64_t out = 1;
+  if (value.is_number_integer()) {
+    out = value.get<int64_t>();
+  } else if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    int64_t percent = 0;
+    if (!text.empty() && text.back() == '%') {
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size() - 1, percent);
+      if (ec == std::errc() && end == text.data() + text.size() - 1) {
+        out = (percent * replicas + 99) / 100;
+      }
+    }
+  }
+  return std::max<int64_t>(out, 1);
+}
+
+std::vector<std::string> slurm_condition_types(const slurm::Node& node) {
+  std::vector<std::string> out;
+  out.push_back(std::string(kConditionPrefix) + camel(node.base_state()));
+  for (const auto& flag : node.flags()) {
+    // How the node was made says nothing about its health.
+    if (flag == "DYNAMIC_NORM" || flag == "DYNAMIC_FUTURE" || flag == "CLOUD") {
+      continue;
+    }
+    out.push_back(std::string(kConditionPrefix) + camel(flag));
+  }
+  return out;
+}
+
+bool slurm_drained(const slurm::Node& node) {
+  return node.drain() && !node.has("UNDRAIN") && !node.busy();
+}
+
+std::string cordon_reason(const json& kube_node, const std::string& key) {
+  const std::string given = sanitized(annotation(kube_node, api::kAnnotationNodeCordonReason), 256);
+  if (!given.empty()) {
+    return with_prefix(given);
+  }
+  const std::string node = kube_node["metadata"].value("name", "");
+  return with_prefix("Node (" + node + ") was cordoned, Pod (" + key + ") must be cordoned");
+}
+
+bool operator_reason(const std::string& reason) {
+  return reason.starts_with(api::kReasonPrefix);
+}
+
+std::optional<std::set<std::string>> nodesets_touched(const std::vector<NodeSetFeature>& nodesets,
+                                                      const std::vector<slurm::Node>& changed) {
+  std::set<std::string> out;
+  for (const auto& node : changed) {
+    const json link = json::parse(node.comment, nullptr, false);
+    const std::string linked = link.is_object() ? link.value("nodeSetName", "") : "";
+    bool found = false;
+    for (const auto& n : nodesets) {
+      if (n.name == linked ||
+          std::find(node.features.begin(), node.features.end(), n.feature) != node.features.end()) {
+        out.insert(n.name);
+        found = true;
+      }
+    }
+    if (!found) {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
+                       const std::map<std::string, slurm::Node>& nodes, int64_t want,
+                       const std::string& revision,
+                       const std::map<std::string, std::string>& eligible) {
+  const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
+    const auto it = nodes.find(w.hostname);
+    return it == nodes.end() ? nullptr : &it->second;
+  };
+  // A pod whose node the operator drained for deletion keeps its place in front: another
+  // choice would drain a second node for the same scale-in.
+  const auto started = [&](const WorkerPod& w) {
+    const slurm::Node* node = node_of(w);
+    return node != nullptr && condemned_in_slurm(*node);
+  };
+  std::sort(active.begin(), active.end(), [&](const WorkerPod& a, const WorkerPod& b) {
+    const bool ca = started(a);
+    const bool cb = started(b);
+    if (ca != cb) {
+      return ca;
+    }
+    return condemn_before(a, b);
+  });
+  Victims out;
+  std::map<std::string, std::string>& condemned = out.condemned;
+  if (n.spec.scaling_mode == "DaemonSet") {
+    std::map<std::string, const WorkerPod*> oldest;  // Node -> its oldest pod
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else if (eligible.count(w.target_node) == 0) {
+        condemned[w.name] = "scale-in: Node " + w.target_node + " is no longer eligible";
+      } else {
+        auto [it, first] = oldest.emplace(w.target_node, &w);
+        if (!first) {
+          const WorkerPod* other = it->second;
+          const bool older = std::tie(w.created, w.name) < std::tie(other->created, other->name);
+          condemned[older ? other->name : w.name] = "scale-in: a second pod on " + w.target_node;
+          if (older) {
+            it->second = &w;
+          }
+        }
+      }
+    }
+  } else {
+    std::vector<const WorkerPod*> same_mode;
+    for (const auto& w : active) {
+      if (w.mode != n.spec.scaling_mode) {
+        condemned[w.name] = "the scaling mode changed";
+      } else {
+        same_mode.push_back(&w);
+      }
+    }
+    const int64_t excess = std::max<int64_t>(0, static_cast<int64_t>(same_mode.size()) - want);
+    for (int64_t i = 0; i < excess; ++i) {
+      condemned[same_mode[static_cast<size_t>(i)]->name] = "scale-in";
+    }
+  }
+  if (n.spec.update_strategy.type == "RollingUpdate") {
+    int64_t unavailable = std::max<int64_t>(0, want - static_cast<int64_t>(active.size()));
+    int64_t in_progress = 0;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0) {
+        continue;
+      }
+      if (w.revision != revision && started(w)) {
+        ++in_progress;
+      } else if (!w.ready) {
+        ++unavailable;
+      }
+    }
+    int64_t budget = max_unavailable(n.spec.update_strategy.max_unavailable, want) - unavailable;
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      // An old pod that is not ready is unavailable already: replacing it costs nothing.
+      if (started(w) || !w.ready) {
+        condemned[w.name] = "update";
+      } else if (budget - in_progress > 0) {
+        condemned[w.name] = "update";
+        --budget;
+      }
+    }
+  }
+  // ScheduledUpdate: an outdated pod already drained for an update goes on, one that is not
+  // ready holds no job and goes at once; the others wait for the maintenance window.
+  if (n.spec.update_strategy.type == "ScheduledUpdate") {
+    for (const auto& w : active) {
+      if (condemned.count(w.name) != 0 || w.revision == revision) {
+        continue;
+      }
+      if (started(w) || !w.ready) {
+        condemned[w.name] = "update";
+      } else {
+        out.outdated.insert(w.name);
+      }
+    }
+  }
+  out.order = std::move(active);
+  return out;
+}
+
+std::string progress_message(int64_t pods, int64_t want, int64_t ready, int64_t updated,
+                             int64_t terminating, const std::string& revision) {
+  const auto count = [](int64_t n) { return std::to_string(n); };
+  std::string message;
+  if (pods > want) {
+    message = "scaling in to " + count(want) + " pods: " + count(pods) + " left, " + count(ready) +
+              " ready";
+  } else if (pods < want) {
+    message = "scaling out to " + count(want) + " pods: " + count(pods) + " made, " + count(ready) +
+              " ready";
+  } else {
+    message = count(ready) + " of " + count(want) + " pods ready";
+  }
+  message += updated == pods
+                 ? (pods == 0 ? "" : ", all at revision " + revision)
+                 : ", " + count(updated) + " of " + count(pods) + " at revision " + revision;
+  if (terminating > 0) {
+    message += ", " + count(terminating) + " terminating";
+  }
+  return message;
+}
+
+std::string maintenance_reservation_name(const api::NodeSet& n) {
+  return "SlurmOperatorMaint-" + n.metadata.name;
+}
+
+Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeSet& n,
+                                                                std::vector<std::string> nodes,
+                                                                slurm::Time now) {
+  const api::ScheduledUpdate& spec = n.spec.update_strategy.scheduled_update;
+  const auto start = kube::parse_time(spec.start_time);
+  if (!start) {
+    return fail("spec.updateStrategy.scheduledUpdate.startTime: \"" + spec.start_time +
+                R"(" is not an RFC 3339 time such as "2026-12-05T02:00:00Z")");
+  }
+  const auto duration = api::parse_duration(spec.duration);
+  if (!duration || *duration < std::chrono::minutes(1)) {
+    return fail("spec.updateStrategy.scheduledUpdate.duration: \"" + spec.duration +
+                "\" is not a duration of at least 1m");
+  }
+  slurm::Reservation r;
+  r.name = maintenance_reservation_name(n);
+  std::sort(nodes.begin(), nodes.end());
+  for (const auto& node : nodes) {
+    r.nodes += (r.nodes.empty() ? "" : ",") + node;
+  }
+  r.users = {"slurm"};
+  r.flags = {"MAINT", "IGNORE_JOBS"};
+  for (const auto& flag : spec.flags) {
+    if (std::find(r.flags.begin(), r.flags.end(), flag) == r.flags.end()) {
+      r.flags.push_back(flag);
+    }
+  }
+  // Slurm counts in whole seconds.
+  const auto whole = [](slurm::Time t) {
+    return std::chrono::time_point_cast<std::chrono::seconds>(t);
+  };
+  r.start_time = whole(*start);
+  r.end_time = whole(*start + *duration);
+  if (*start < now) {
+    if (recurring_reservation(r.flags)) {
+      if (std::find(r.flags.begin(), r.flags.end(), "FORCE_START") == r.flags.end()) {
+        r.flags.emplace_back("FORCE_START");
+      }
+    } else if (*r.end_time <= now) {
+      return fail("the maintenance window " + spec.start_time + " + " + spec.duration +
+                  " has ended: set a later spec.updateStrategy.scheduledUpdate.startTime");
+    } else {
+      r.start_time = whole(now);
+    }
+  }
+  return r;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& p : parts) {
+    out += (out.empty() ? "" : separator) + p;
+  }
+  return out;
+}
+
+// An administrator's drain of `slurm_node` shown on its Kubernetes Node: the SlurmNodeDrained
+// condition and, with `taint`, a NoSchedule taint. Both follow the drain back when it is undone.
+std::vector<PatchKubeNode> mirror_admin_drain(const kube::Document& kube_node,
+                                              const std::string& slurm_node,
+                                              const slurm::Node& node, bool drained, bool taint,
+                                              const std::string& stamp) {
+  std::vector<PatchKubeNode> out;
+  const std::string type(api::kNodeConditionSlurmDrained);
+  const json conditions = kube_node.doc.value("/status/conditions"_json_pointer, json::array());
+  const json* current = nullptr;
+  for (const auto& c : conditions) {
+    if (c.value("type", "") == type) {
+      current = &c;
+    }
+  }
+  const std::string status = drained ? "True" : "False";
+  const std::string message = drained ? "Slurm node " + slurm_node + ": " + node.reason : "";
+  if ((current != nullptr || drained) &&
+      (current == nullptr || current->value("status", "") != status ||
+       current->value("message", "") != message)) {
+    json condition = json::object();
+    condition["type"] = type;
+    condition["status"] = status;
+    condition["reason"] = drained ? "AdminDrain" : "NotDrained";
+    condition["message"] = message;
+    condition["lastHeartbeatTime"] = stamp;
+    condition["lastTransitionTime"] = current != nullptr && current->value("status", "") == status
+                                          ? current->value("lastTransitionTime", stamp)
+                                          : stamp;
+    json patch = json::object();
+    patch["status"]["conditions"] = json::array({condition});
+    out.push_back({kube_node.meta.name, type + " condition", patch, true});
+  }
+  if (!taint) {
+    return out;
+  }
+  const std::string key(api::kTaintSlurmDrained);
+  json taints = json::array();
+  bool has = false;
+  for (const auto& t : kube_node.doc.value("/spec/taints"_json_pointer, json::array())) {
+    if (t.value("key", "") == key) {
+      has = true;
+    } else {
+      taints.push_back(t);
+    }
+  }
+  if (has == drained) {
+    return out;
+  }
+  if (drained) {
+    json ours = json::object();
+    ours["key"] = key;
+    ours["value"] = slurm_node;
+    ours["effect"] = "NoSchedule";
+    taints.push_back(ours);
+  }
+  // The list is replaced whole: the resourceVersion makes it conditional on what was read.
+  json patch = json::object();
+  patch["metadata"]["resourceVersion"] = kube_node.meta.resource_version;
+  patch["spec"]["taints"] = taints;
+  out.push_back({kube_node.meta.name, "taints", patch, false});
+  return out;
+}
+
+// The pod's SlurmNodeState* conditions made to mirror `node`: a strategic-merge list that adds,
+// updates and deletes; empty when they already do.
+json condition_patch(const WorkerPod& w, const slurm::Node& node, const std::string& stamp) {
+  const std::vector<std::string> wanted = slurm_condition_types(node);
+  json out = json::array();
+  for (const auto& [type, have] : w.slurm_conditions) {
+    if (std::find(wanted.begin(), wanted.end(), type) == wanted.end()) {
+      out.push_back({{"type", type}, {"$patch", "delete"}});
+    } else if (have.first != node.reason) {
+      out.push_back({{"type", type},
+                     {"status", "True"},
+                     {"message", node.reason},
+                     {"lastTransitionTime", have.second}});
+    }
+  }
+  for (const auto& type : wanted) {
+    if (w.slurm_conditions.count(type) == 0) {
+      out.push_back({{"type", type},
+                     {"status", "True"},
+                     {"message", node.reason},
+                     {"lastTransitionTime", stamp}});
+    }
+  }
+  return out;
+}
+
+std::string slurm_reason(SlurmHealth health) {
+  switch (health) {
+    case SlurmHealth::kNoClient:
+      return "NoSlurmClient";
+    case SlurmHealth::kWaiting:
+      return "WaitingForSlurm";
+    case SlurmHealth::kUnreachable:
+      return "SlurmUnreachable";
+    case SlurmHealth::kSynced:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string to_string(const Change& change) {
+  struct Describe {
+    std::string operator()(const CreateRevision& c) const {
+      return "create ControllerRevision " +
+             c.revision.value("/metadata/name"_json_pointer, std::string());
+    }
+    std::string operator()(const DeleteRevision& c) const {
+      return "delete ControllerRevision " + c.name;
+    }
+    std::string operator()(const SetFinalizers& c) const {
+      return "set finalizers [" + join(c.finalizers, ", ") + "]";
+    }
+    std::string operator()(const SyncReservation& c) const {
+      return (c.update ? "update Slurm reservation " : "create Slurm reservation ") +
+             c.wanted.name + " on " + c.wanted.nodes + " from " +
+             kube::format_time(c.wanted.start_time.value_or(slurm::Time{})) + " to " +
+             kube::format_time(c.wanted.end_time.value_or(slurm::Time{}));
+    }
+    std::string operator()(const ReleaseReservation& c) const {
+      return "delete Slurm reservation " + c.name;
+    }
+    std::string operator()(const CreatePod& c) const {
+      return "create pod " + c.name +
+             (c.claims.empty() ? "" : " with " + std::to_string(c.claims.size()) + " claims");
+    }
+    std::string operator()(const DeletePod& c) const {
+      return "delete pod " + c.name + " (uid " + c.uid + "): " + c.why;
+    }
+    std::string operator()(const GiveClaimsToPod& c) const {
+      std::vector<std::string> claims;
+      for (const auto& [claim, owners] : c.owners) {
+        claims.push_back(claim);
+      }
+      return "give claims " + join(claims, ", ") + " to pod " + c.pod;
+    }
+    std::string operator()(const PatchPod& c) const {
+      return "patch pod " + c.name + " " + c.what + ": " + c.patch.dump();
+    }
+    std::string operator()(const PatchKubeNode& c) const {
+      return "patch Node " + c.name + " " + c.what + ": " + c.patch.dump();
+    }
+    std::string operator()(const DrainSlurmNode& c) const {
+      return "drain Slurm node " + c.node + ": " + c.reason;
+    }
+    std::string operator()(const UndrainSlurmNode& c) const {
+      return "undrain Slurm node " + c.node;
+    }
+    std::string operator()(const ResumeSlurmNode& c) const { return "resume Slurm node " + c.node; }
+    std::string operator()(const UpdateSlurmNode& c) const {
+      std::vector<std::string> fields;
+      if (c.update.comment) {
+        fields.push_back("comment=" + *c.update.comment);
+      }
+      if (c.update.topology) {
+        fields.push_back("topology=" + *c.update.topology);
+      }
+      if (c.update.features) {
+        fields.push_back("features=" + join(*c.update.features, ","));
+      }
+      return "update Slurm node " + c.node + ": " + join(fields, " ");
+    }
+    std::string operator()(const DeleteSlurmNode& c) const { return "delete Slurm node " + c.node; }
+  };
+  return std::visit(Describe{}, change);
+}
+
+NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
+  NodeSetPlan plan;
+  const api::NodeSet& n = world.nodeset;
+  const std::string& ns = n.metadata.namespace_name;
+  if (!world.controller) {
+    plan.stop = Readiness{false, "ControllerNotFound",
+                          "Controller " + ns + "/" + n.spec.controller_ref.name +
+                              " (spec.controllerRef) does not exist"};
+    return plan;
+  }
+  if (auto conf = build::slurmd_conf(n); !conf) {
+    plan.stop = Readiness{false, "InvalidConfig", conf.error()};
+    return plan;
+  }
+  const bool daemon = n.spec.scaling_mode == "DaemonSet";
+  const build::NodeSetInputs in{*world.controller};
+  const slurm::Time now = world.now;
+  const std::string stamp = kube::format_time(now);
+  const auto add = [&](Change change, const std::string& chain, FailureEffect effect,
+                       const std::string& reason, std::vector<NodeSetEvent> events = {},
+                       bool guards_rest = false) {
+    plan.actions.push_back(
+        {std::move(change), chain, effect, reason, std::move(events), guards_rest});
+  };
+
+  // The current revision, kept as a ControllerRevision; older ones beyond the history limit go.
+  const std::string revision = build::nodeset_revision_name(n, in);
+  plan.revision = revision;
+  int64_t highest = 0;
+  bool have_revision = false;
+  std::vector<std::pair<int64_t, std::string>> older;
+  for (const auto& [number, name] : world.revisions) {
+    highest = std::max(highest, number);
+    if (name == revision) {
+      have_revision = true;
+    } else {
+      older.emplace_back(number, name);
+    }
+  }
+  if (!have_revision) {
+    add(CreateRevision{build::build_controller_revision(n, in, highest + 1)}, "",
+        FailureEffect::kApply, "ApplyFailed");
+  }
+  std::set<std::string> revisions_in_use = {revision};
+  for (const auto& w : world.pods) {
+    revisions_in_use.insert(w.revision);
+  }
+  std::sort(older.begin(), older.end());
+  int64_t unused = 0;
+  for (const auto& [number, name] : older) {
+    unused += revisions_in_use.count(name) == 0 ? 1 : 0;
+  }
+  for (const auto& [number, name] : older) {
+    if (unused <= n.spec.revision_history_limit) {
+      break;
+    }
+    if (revisions_in_use.count(name) == 0) {
+      add(DeleteRevision{name}, "revision/" + name, FailureEffect::kSync, "PruneFailed");
+      --unused;
+    }
+  }
+
+  // Slurm's side. Without a synced feed nothing that runs is deleted.
+  const bool slurm_ok = world.slurm.health == SlurmHealth::kSynced;
+  const std::string slurm_why = slurm_reason(world.slurm.health);
+  const std::string& slurm_problem = world.slurm.problem;
+  static const std::map<std::string, slurm::Node> kNoNodes;
+  const std::map<std::string, slurm::Node>& nodes =
+      slurm_ok && world.slurm.snapshot.nodes ? *world.slurm.snapshot.nodes : kNoNodes;
+  std::map<std::string, slurm::Time> deadlines;
+  if (slurm_ok && world.slurm.snapshot.jobs) {
+    deadlines = node_deadlines(*world.slurm.snapshot.jobs, nodes);
+  }
+  std::vector<WorkerPod> pods = world.pods;
+  for (auto& w : pods) {
+    if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
+      w.deadline = it->second;
+    }
+    // Deleted by the operator, not yet shown so by the cache.
+    if (world.expected.deletions.count(w.uid) != 0) {
+      w.terminating = true;
+    }
+  }
+  // The first stuck pod speaks for all: with a bad image every pod fails the same way.
+  size_t failing_count = 0;
+  for (const auto& w : pods) {
+    if (!w.terminating && !w.start_failure.empty() && failing_count++ == 0) {
+      plan.failing = "pod " + w.name + ": " + w.start_failure;
+    }
+  }
+  if (failing_count > 1) {
+    plan.failing += " (and " + std::to_string(failing_count - 1) + " more pods)";
+  }
+  const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
+    const auto it = nodes.find(w.hostname);
+    return it == nodes.end() ? nullptr : &it->second;
+  };
+  const auto block = [&](const std::string& reason, const std::string& message) {
+    if (plan.blocked_reason.empty()) {
+      plan.blocked_reason = reason;
+    }
+    plan.blocked.push_back(message);
+  };
+  std::set<std::string> deleted;  // pods this plan deletes: nothing more is written to them
+  const auto delete_pod = [&](const WorkerPod& w, const std::string& why,
+                              std::vector<NodeSetEvent> before = {}) {
+    before.push_back({false, "DeletedPod", "Deleted pod " + w.name + ": " + why});
+    add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
+        std::move(before));
+    deleted.insert(w.name);
+  };
+  const auto set_pod_cordon = [&](const WorkerPod& w, bool on) {
+    if (w.cordoned != on) {
+      add(PatchPod{w.name,
+                   "cordon",
+                   {{"metadata",
+                     {{"annotations",
+                       {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}},
+                   false},
+          w.name, FailureEffect::kSync, "SyncFailed");
+    }
+  };
+  // whenScaled: Delete: a pod removed by a scale-in takes its claims with it (the pod becomes
+  // their owner, so garbage collection deletes them after the pod).
+  const auto release_claims = [&](const WorkerPod& w, const std::string& why) {
+    if (!why.starts_with("scale-in") ||
+        n.spec.persistent_volume_claim_retention_policy.when_scaled != "Delete") {
+      return;
+    }
+    const std::string suffix =
+        daemon ? w.hostname : build::nodeset_padded_ordinal(n, std::max<int64_t>(w.ordinal, 0));
+    GiveClaimsToPod give{w.name, w.uid, {}};
+    for (const auto& claim : build::build_nodeset_claims(n, suffix)) {
+      json owners = claim["metadata"].value("ownerReferences", json::array());
+      owners.push_back({{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", w.name}, {"uid", w.uid}});
+      give.owners[claim["metadata"].value("name", "")] = owners;
+    }
+    if (!give.owners.empty()) {
+      add(std::move(give), w.name, FailureEffect::kSync, "SyncFailed");
+    }
+  };
+
+  // Pods whose slurmd has exited hold no job: they are replaced.
+  std::vector<WorkerPod> active;
+  for (const auto& w : pods) {
+    if (w.terminating) {
+      ++plan.terminating;
+    } else if (w.phase == "Failed" || w.phase == "Succeeded") {
+      delete_pod(w, "its slurmd exited (phase " + w.phase + ")");
+      ++plan.terminating;
+    } else {
+      active.push_back(w);
+    }
+  }
+
+  // DaemonSet mode: one pod on each Node the pod template accepts (by hostname), replicas
+  // ignored.
+  std::map<std::string, std::string> eligible;  // Node name -> hostname
+  if (daemon) {
+    auto probe =
+        build::build_nodeset_pod(n, in, build::PodIdentity{"probe", "probe", "", "probe"}, "");
+    const json spec = probe ? (*probe)["spec"] : json::object();
+    for (const auto& [name, node] : world.kube_nodes) {
+      if (!node->meta.deleting && build::daemon_node_eligible(spec, node->doc)) {
+        eligible[name] = build::daemon_pod_hostname(node->doc);
+      }
+    }
+  }
+
+  // Which pods go (choose_victims), in the order they go.
+  const int64_t want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
+  plan.want = want;
+  Victims victims = choose_victims(n, std::move(active), nodes, want, revision, eligible);
+  std::map<std::string, std::string>& condemned = victims.condemned;
+  active = std::move(victims.order);
+
+  // Finalizers: slurm-nodes while pruneSlurmNodeRecords is NodeNotFound; the reservation's
+  // while one may exist.
+  const auto holds = [&](std::string_view finalizer) {
+    return std::find(world.finalizers.begin(), world.finalizers.end(), finalizer) !=
+           world.finalizers.end();
+  };
+  const auto finalizers_with = [](std::string_view finalizer, bool hold,
+                                  std::vector<std::string> list) {
+    const bool present = std::find(list.begin(), list.end(), finalizer) != list.end();
+    if (hold && !present) {
+      list.emplace_back(finalizer);
+    } else if (!hold && present) {
+      std::erase(list, std::string(finalizer));
+    }
+    return list;
+  };
+  const std::vector<std::string> finalizers =
+      finalizers_with(api::kFinalizerNodeSetSlurmNodes,
+                      n.spec.prune_slurm_node_records == "NodeNotFound", world.finalizers);
+
+  // ScheduledUpdate: outdated pods are replaced inside the maintenance reservation, made while
+  // any is left and removed after; the finalizer marks that one may exist. A pod already
+  // drained for an update goes on; one that is not ready holds no job and goes at once.
+  const bool scheduled = n.spec.update_strategy.type == "ScheduledUpdate";
+  const bool holds_reservation = holds(api::kFinalizerNodeSetReservation);
+  const std::string maint = maintenance_reservation_name(n);
+  const auto reservation_state = [&](bool created, const std::string& reason,
+                                     const std::string& message) {
+    plan.reservation = api::Condition{"ReservationCreated",
+                                      created ? "True" : "False",
+                                      reason,
+                                      message,
+                                      n.metadata.generation,
+                                      ""};
+  };
+  std::vector<const WorkerPod*> outdated;
+  for (const auto& w : active) {
+    if (victims.outdated.count(w.name) != 0) {
+      outdated.push_back(&w);
+    }
+  }
+  bool finalizers_written = false;
+  if (scheduled && outdated.empty()) {
+    reservation_state(false, "NoUpdatePending", "every pod is at revision " + revision);
+  } else if (scheduled && !slurm_ok) {
+    reservation_state(false, slurm_why, slurm_problem);
+  } else if (scheduled) {
+    std::vector<std::string> hostnames;
+    for (const WorkerPod* w : outdated) {
+      if (node_of(*w) != nullptr) {
+        hostnames.push_back(w->hostname);
+      }
+    }
+    auto wanted = maintenance_reservation(n, hostnames, now);
+    if (!wanted) {
+      reservation_state(false, "InvalidWindow", wanted.error());
+    } else if (hostnames.empty()) {
+      reservation_state(false, "WaitingForSlurmNodes",
+                        "no outdated pod has registered its Slurm node yet");
+    } else {
+      if (!holds_reservation) {
+        add(SetFinalizers{finalizers_with(api::kFinalizerNodeSetReservation, true, finalizers)}, "",
+            FailureEffect::kReservation, "ApplyFailed", {}, true);
+        finalizers_written = true;
+      }
+      // Nodes follow the outdated pods. Slurm moves a recurring window on by itself, so only a
+      // one-time window that has not begun follows the spec's times.
+      const std::optional<slurm::Reservation>& have = world.slurm.reservation;
+      std::pair<slurm::Time, slurm::Time> window{*wanted->start_time, *wanted->end_time};
+      bool settled_in_slurm = false;
+      if (!have) {
+        add(SyncReservation{*wanted, std::nullopt}, "", FailureEffect::kReservation,
+            "SlurmUpdateFailed",
+            {{false, "CreatedReservation",
+              "Created Slurm maintenance reservation " + wanted->name + " on " + wanted->nodes +
+                  " from " + kube::format_time(*wanted->start_time) + " to " +
+                  kube::format_time(*wanted->end_time)}});
+      } else {
+        const auto have_nodes =
+            slurm::expand_hostlist(have->nodes).value_or(std::vector<std::string>{});
+        const bool nodes_differ = std::set<std::string>(have_nodes.begin(), have_nodes.end()) !=
+                                  std::set<std::string>(hostnames.begin(), hostnames.end());
+        const bool times_differ =
+            !recurring_reservation(wanted->flags) && have->start_time && *have->start_time > now &&
+            (have->start_time != wanted->start_time || have->end_time != wanted->end_time);
+        if (nodes_differ || times_differ) {
+          slurm::ReservationUpdate update;
+          if (nodes_differ) {
+            update.nodes = wanted->nodes;
+          }
+          if (times_differ) {
+            update.start_time = wanted->start_time;
+            update.end_time = wanted->end_time;
+          }
+          add(SyncReservation{*wanted, update}, "", FailureEffect::kReservation,
+              "SlurmUpdateFailed");
+        }
+        if (!times_differ) {
+          window = {have->start_time.value_or(window.first),
+                    have->end_time.value_or(window.second)};
+          settled_in_slurm = true;
+        }
+      }
+      plan.reservation_changed = !settled_in_slurm;
+      const bool open = window.first <= now && now < window.second;
+      if (!open && now < window.first) {
+        plan.window_opens = window.first;
+      }
+      reservation_state(true, open ? "WindowOpen" : "Scheduled",
+                        "Slurm reservation " + maint + " on " + wanted->nodes + " from " +
+                            kube::format_time(window.first) + " to " +
+                            kube::format_time(window.second));
+      // Outdated pods go once Slurm shows the window open; a reservation just made or moved is
+      // read again first.
+      if (open && settled_in_slurm) {
+        for (const WorkerPod* w : outdated) {
+          condemned[w->name] = "scheduled update";
+        }
+      }
+    }
+  }
+  if (holds_reservation && (!scheduled || outdated.empty()) && slurm_ok) {
+    std::vector<NodeSetEvent> events;
+    if (world.slurm.reservation) {
+      events.push_back(
+          {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + maint});
+    }
+    add(ReleaseReservation{maint}, "", FailureEffect::kReservation, "RemovalFailed",
+        std::move(events), true);
+    add(SetFinalizers{finalizers_with(api::kFinalizerNodeSetReservation, false, finalizers)}, "",
+        FailureEffect::kReservation, "RemovalFailed");
+    finalizers_written = true;
+  }
+  if (!finalizers_written && finalizers != world.finalizers) {
+    add(SetFinalizers{finalizers}, "", FailureEffect::kSync, "SyncFailed");
+  }
+
+  // Drain, wait, delete. Fail-closed at every step where Slurm's answer is missing.
+  for (const auto& w : active) {
+    const auto it = condemned.find(w.name);
+    if (it == condemned.end()) {
+      continue;
+    }
+    const std::string& why = it->second;
+    if (w.kube_node.empty() || w.phase == "Pending") {
+      release_claims(w, why);
+      delete_pod(w, "not running yet (" + why + ")");
+      continue;
+    }
+    if (!slurm_ok) {
+      block(slurm_why, "pod " + w.name + " kept: " + slurm_problem);
+      continue;
+    }
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr) {
+      if (w.ready) {
+        block("SlurmNodeNotFound", "pod " + w.name + " kept: Slurm has no node " + w.hostname +
+                                       ", so the operator cannot tell whether it runs jobs");
+      } else {
+        delete_pod(w, "its slurmd never registered (" + why + ")");
+      }
+      continue;
+    }
+    if (!node->drain()) {
+      add(DrainSlurmNode{w.hostname, condemned_reason(pod_key(ns, w.name), why)}, w.name,
+          FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
+          {{false, "DrainingPod",
+            "Draining Slurm node " + w.hostname + " of pod " + w.name + " before deleting it (" +
+                why + ")"}},
+          true);
+      set_pod_cordon(w, true);
+      plan.draining.push_back(w.name);
+      continue;
+    }
+    if (!slurm_drained(*node)) {
+      plan.draining.push_back(w.name);
+      continue;
+    }
+    release_claims(w, why);
+    delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
+  }
+
+  // New pods: DaemonSet mode, one on each eligible Node without one; else in the lowest free
+  // ordinals. Pods on their way out (deleted just now included) still hold their names and
+  // Nodes: their replacements wait for them to go.
+  std::set<std::string> fresh_hostnames;
+  size_t creates = 0;
+  const auto create_pod = [&](Result<json, std::string> pod, const std::string& name,
+                              const std::string& claim_suffix) {
+    ++creates;
+    if (!pod) {
+      if (plan.unbuildable.empty()) {
+        plan.unbuildable = pod.error();
+      }
+      return;
+    }
+    fresh_hostnames.insert((*pod)["spec"].value("hostname", name));
+    CreatePod create{name, (*pod)["spec"].value("hostname", name), std::move(*pod), {}};
+    // Its claims first: the scheduler waits for them, and they outlive the pod.
+    create.claims = build::build_nodeset_claims(n, claim_suffix);
+    add(std::move(create), name, FailureEffect::kCreate, "CreateFailed");
+  };
+  if (daemon) {
+    std::set<std::string> served;
+    for (const auto& w : pods) {
+      served.insert(w.target_node);
+    }
+    for (const auto& [node, hostname] : eligible) {
+      if (served.count(node) != 0 || creates >= kMaxCreatesPerReconcile) {
+        continue;
+      }
+      const std::string name = build::daemon_pod_name(n, hostname);
+      if (world.expected.creations.count(name) != 0) {
+        continue;
+      }
+      create_pod(
+          build::build_nodeset_pod(n, in, build::PodIdentity{name, hostname, "", hostname}, node),
+          name, hostname);
+    }
+  }
+  const int64_t present = static_cast<int64_t>(active.size()) + plan.terminating +
+                          static_cast<int64_t>(world.expected.creations.size());
+  int64_t missing = daemon ? 0 : want - present;
+  std::set<int64_t> taken;
+  for (const auto& w : pods) {
+    taken.insert(w.ordinal);
+  }
+  for (const auto& name : world.expected.creations) {
+    taken.insert(build::nodeset_pod_ordinal(n, name));
+  }
+  for (int64_t ordinal = 0; missing > 0 && creates < kMaxCreatesPerReconcile; ++ordinal) {
+    if (taken.count(ordinal) != 0) {
+      continue;
+    }
+    std::string pinned;
+    if (n.spec.pin_to_node) {
+      const auto pin = n.status.ordinal_to_node.find(std::to_string(ordinal));
+      if (pin != n.status.ordinal_to_node.end() && world.kube_nodes.count(pin->second) != 0) {
+        pinned = pin->second;
+      }
+    }
+    create_pod(build::build_nodeset_pod(n, in, ordinal, pinned),
+               build::nodeset_pod_name(n, ordinal), build::nodeset_padded_ordinal(n, ordinal));
+    --missing;
+  }
+
+  // The pods that stay: Kubernetes cordons reach Slurm, Slurm's state reaches the pods.
+  const bool protect = n.spec.workload_disruption_protection.value_or(true);
+  int64_t slurm_idle = 0;
+  int64_t slurm_allocated = 0;
+  int64_t slurm_down = 0;
+  int64_t slurm_drain = 0;
+  for (const auto& w : active) {
+    const bool going = condemned.count(w.name) != 0;
+    if (w.ready) {
+      ++plan.ready;
+      const auto since = kube::parse_time(w.ready_since);
+      if (!since || *since + std::chrono::seconds(n.spec.min_ready_seconds) <= now) {
+        ++plan.available;
+      }
+    }
+    if (w.revision == revision) {
+      ++plan.updated;
+    }
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr) {
+      // Ready (slurmd answers) yet unknown to a Slurm that answers: slurmd registered nowhere
+      // this cluster sees. It holds no job; after a grace period it is replaced.
+      const auto since = kube::parse_time(w.ready_since);
+      if (slurm_ok && !going && w.ready && since && *since + kUnregisteredGrace <= now &&
+          deleted.count(w.name) == 0) {
+        delete_pod(w, "Slurm never registered its node " + w.hostname,
+                   {{true, "SlurmNodeNotRegistered",
+                     "Pod " + w.name + " has been ready for " +
+                         std::to_string(kUnregisteredGrace.count()) + " s but Slurm has no node " +
+                         w.hostname + ": replacing it"}});
+      }
+      continue;
+    }
+    const std::string base = node->base_state();
+    slurm_idle += base == "IDLE" ? 1 : 0;
+    slurm_allocated += base == "ALLOCATED" || base == "MIXED" ? 1 : 0;
+    slurm_down += base == "DOWN" ? 1 : 0;
+    slurm_drain += node->drain() ? 1 : 0;
+
+    if (!going && !w.kube_node.empty() && w.phase == "Running") {
+      const std::string key = pod_key(ns, w.name);
+      const auto found = world.kube_nodes.find(w.kube_node);
+      const kube::Document* kube_node =
+          found == world.kube_nodes.end() ? nullptr : found->second.get();
+      const bool cordoned =
+          kube_node != nullptr && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
+      const bool admin = !node->reason.empty() && !operator_reason(node->reason);
+      if (cordoned && !admin) {
+        const std::string reason = cordon_reason(kube_node->doc, key);
+        if (!node->drain() || node->reason != reason) {
+          add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
+              "SlurmUpdateFailed",
+              {{false, "NodeCordon",
+                "Kubernetes node " + w.kube_node + " is cordoned: drained " + w.hostname +
+                    " (pod " + w.name + ")"}});
+        }
+        set_pod_cordon(w, true);
+      } else if (!cordoned) {
+        if (node->drain() && operator_reason(node->reason)) {
+          add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
+              "SlurmUpdateFailed",
+              {{false, "NodeUncordon",
+                "Undrained " + w.hostname + " (pod " + w.name +
+                    "): the operator's drain no longer applies"}});
+        } else if (node->has("DOWN") && !node->has("NOT_RESPONDING") &&
+                   operator_reason(node->reason) && w.ready) {
+          // Down from a previous pod's preStop; this pod's slurmd runs.
+          add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+        }
+        set_pod_cordon(w, false);
+      }
+      if (kube_node != nullptr &&
+          world.mirror_slurm_drains != OperatorOptions::DrainMirror::kNone) {
+        for (auto& patch : mirror_admin_drain(
+                 *kube_node, w.hostname, *node, admin && node->drain(),
+                 world.mirror_slurm_drains == OperatorOptions::DrainMirror::kTaint, stamp)) {
+          add(std::move(patch), "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed");
+        }
+      }
+      // The pod <-> node link, in the node's comment.
+      const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
+      slurm::NodeUpdate link;
+      if (node->comment != info) {
+        link.comment = info;
+      }
+      if (kube_node != nullptr) {
+        const std::string topology = annotation(kube_node->doc, api::kAnnotationNodeTopologySpec);
+        // Never an empty topology: it would unset what the admin configured.
+        if (!topology.empty() && topology != node->topology) {
+          link.topology = topology;
+        }
+        // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
+        // features (its NodeSet's, the admin's) stay.
+        const std::string spec = annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec);
+        const auto wanted = node_features(spec, node->features);
+        if (wanted != node->features) {
+          link.features = wanted;
+          link.active_features = node_features(spec, node->active_features);
+        }
+      }
+      if (link.comment || link.topology || link.features) {
+        add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+      }
+    }
+
+    // Slurm → the pod: conditions and the pod-protect label; a pod deleted now would answer
+    // 404, or take a write it is about to lose.
+    if (deleted.count(w.name) != 0) {
+      continue;
+    }
+    if (json conditions = condition_patch(w, *node, stamp); !conditions.empty()) {
+      add(PatchPod{w.name, "conditions", {{"status", {{"conditions", conditions}}}}, true}, w.name,
+          FailureEffect::kSync, "SyncFailed");
+    }
+    const bool protect_wanted = protect && node->busy();
+    if (w.protect_label != protect_wanted) {
+      add(PatchPod{w.name,
+                   "protect",
+                   {{"metadata",
+                     {{"labels",
+                       {{api::kLabelNodeSetPodProtect,
+                         protect_wanted ? json("true") : json(nullptr)}}}}}},
+                   false},
+          w.name, FailureEffect::kSync, "SyncFailed");
+    }
+  }
+
+  // pruneSlurmNodeRecords: NodeNotFound: the Slurm record of a pod of this NodeSet that is gone
+  // (its comment names the NodeSet, no pod has its name, no slurmd answers for it, no job on
+  // it) is deleted, so sinfo lists what exists. Never a record a pod is coming back to.
+  if (slurm_ok && n.spec.prune_slurm_node_records == "NodeNotFound") {
+    std::set<std::string> hostnames = fresh_hostnames;
+    for (const auto& w : pods) {
+      hostnames.insert(w.hostname);
+    }
+    for (const auto& [name, node] : nodes) {
+      const json info = json::parse(node.comment, nullptr, false);
+      if (hostnames.count(name) != 0 || !info.is_object() ||
+          info.value("nodeSetUID", "") != n.metadata.uid || node.busy() ||
+          !(node.has("DOWN") || node.has("NOT_RESPONDING"))) {
+        continue;
+      }
+      add(DeleteSlurmNode{name}, "slurm/" + name, FailureEffect::kSync, "SlurmUpdateFailed",
+          {{false, "DefunctSlurmNodePruned",
+            "Deleted Slurm node " + name + ": its pod " + info.value("podName", "") + " is gone"}});
+    }
+  }
+
+  // pinToNode: where each ordinal runs, kept while its pod is away and its node exists.
+  json ordinal_to_node = json::object();
+  if (n.spec.pin_to_node && !daemon) {
+    for (const auto& [ordinal, node] : n.status.ordinal_to_node) {
+      int64_t number = -1;
+      const auto [end, ec] =
+          std::from_chars(ordinal.data(), ordinal.data() + ordinal.size(), number);
+      if (ec == std::errc() && number < want && world.kube_nodes.count(node) != 0) {
+        ordinal_to_node[ordinal] = node;
+      }
+    }
+    for (const auto& w : active) {
+      if (w.ordinal >= 0 && w.ordinal < want && !w.kube_node.empty() && w.phase == "Running") {
+        ordinal_to_node[std::to_string(w.ordinal)] = w.kube_node;
+      }
+    }
+  }
+
+  plan.replicas = static_cast<int64_t>(active.size());
+  plan.status = {{"replicas", plan.replicas},
+                 {"readyReplicas", plan.ready},
+                 {"availableReplicas", plan.available},
+                 {"updatedReplicas", plan.updated},
+                 {"unavailableReplicas", std::max<int64_t>(0, want - plan.available)},
+                 {"desired", want},
+                 {"slurmIdle", slurm_idle},
+                 {"slurmAllocated", slurm_allocated},
+                 {"slurmDown", slurm_down},
+                 {"slurmDrain", slurm_drain},
+                 {"nodeSetHash", revision},
+                 {"ordinalToNode", ordinal_to_node},
+                 {"selector", std::string(api::kLabelName) + "=slurmd," +
+                                  std::string(api::kLabelInstance) + "=" + n.metadata.name}};
+  for (const auto& [k, v] : plan.status.items()) {
+    if (!world.status.contains(k) || world.status[k] != v) {
+      plan.status_changed = true;
+    }
+  }
+  return plan;
+}
+
+NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
+                        const std::vector<ActionFailure>& failures, const std::string& stamp) {
+  const api::NodeSet& n = world.nodeset;
+  NodeSetVerdict out{world.conditions, {}, after(std::chrono::seconds(60))};
+  if (plan.stop) {
+    out.readiness = *plan.stop;
+    out.next = settled();
+    return out;
+  }
+  std::vector<std::string> blocked = plan.blocked;
+  std::string blocked_reason = plan.blocked_reason;
+  std::optional<api::Condition> reservation = plan.reservation;
+  std::string create_problem = plan.unbuildable;
+  std::string apply_problem;
+  std::vector<std::string> sync_problems;
+  for (const auto& f : failures) {
+    switch (f.action->on_failure) {
+      case FailureEffect::kDeletionBlocked:
+        if (blocked_reason.empty()) {
+          blocked_reason = f.action->failure_reason;
+        }
+        blocked.push_back(f.message);
+        break;
+      case FailureEffect::kCreate:
+        if (create_problem.empty()) {
+          create_problem = f.message;
+        }
+        break;
+      case FailureEffect::kReservation: {
+        // A reservation that could not be deleted is still there.
+        const bool exists = std::holds_alternative<ReleaseReservation>(f.action->change);
+        reservation = api::Condition{"ReservationCreated",     exists ? "True" : "False",
+                                     f.action->failure_reason, f.message,
+                                     n.metadata.generation,    ""};
+        break;
+      }
+      case FailureEffect::kApply:
+        if (apply_problem.empty()) {
+          apply_problem = f.message;
+        }
+        break;
+      case FailureEffect::kSync:
+        sync_problems.push_back(f.message);
+        break;
+    }
+  }
+  std::vector<api::Condition>& conditions = out.conditions;
+  if (blocked.empty()) {
+    set_condition(conditions,
+                  {"DeletionBlocked", "False", "NotBlocked", "", n.metadata.generation, ""}, stamp);
+  } else {
+    set_condition(
+        conditions,
+        {"DeletionBlocked", "True", blocked_reason, join(blocked, "; "), n.metadata.generation, ""},
+        stamp);
+  }
+  if (reservation) {
+    set_condition(conditions, *reservation, stamp);
+  } else {
+    std::erase_if(conditions,
+                  [](const api::Condition& c) { return c.type == "ReservationCreated"; });
+  }
+  const SlurmHealth health = world.slurm.health;
+  const bool slurm_ok = health == SlurmHealth::kSynced;
+  const bool slurm_waiting = health == SlurmHealth::kNoClient || health == SlurmHealth::kWaiting;
+  const std::string slurm_why = slurm_reason(health);
+  const std::string& slurm_problem = world.slurm.problem;
+  set_condition(
+      conditions,
+      {"SlurmReachable", slurm_ok ? "True" : (slurm_waiting ? "Unknown" : "False"),
+       slurm_ok ? "Responding"
+                : (health == SlurmHealth::kWaiting
+                       ? "NotYetRead"
+                       : (health == SlurmHealth::kNoClient ? "NoSlurmClient" : "Unreachable")),
+       slurm_ok ? "" : slurm_problem, n.metadata.generation, ""},
+      stamp);
+
+  Readiness& readiness = out.readiness;
+  kube::ReconcileOutcome& next = out.next;
+  const int64_t want = plan.want;
+  if (!blocked.empty()) {
+    readiness = {false, slurm_waiting ? slurm_why : "DeletionBlocked",
+                 find_condition(conditions, "DeletionBlocked")->message};
+    next = after(std::chrono::seconds(5));
+  } else if (!apply_problem.empty()) {
+    readiness = {false, "ApplyFailed", apply_problem};
+    next = retry();
+  } else if (!create_problem.empty()) {
+    readiness = {false, "CreateFailed", create_problem};
+    next = retry();
+  } else if (!plan.failing.empty()) {
+    readiness = {false, "PodsFailing", plan.failing};
+    next = after(std::chrono::seconds(30));
+  } else if (!slurm_ok) {
+    readiness = {false, slurm_why, slurm_problem};
+    next = after(std::chrono::seconds(5));
+  } else if (reservation &&
+             (reservation->reason == "RemovalFailed" || reservation->reason == "ApplyFailed" ||
+              reservation->reason == "SlurmUpdateFailed")) {
+    readiness = {false, reservation->reason, reservation->message};
+    next = after(std::chrono::seconds(5));
+  } else if (!sync_problems.empty()) {
+    readiness = {false, "SyncFailed",
+                 sync_problems.front() +
+                     (sync_problems.size() > 1
+                          ? " (and " + std::to_string(sync_problems.size() - 1) + " more)"
+                          : "")};
+    next = retry();
+  } else if (!plan.draining.empty()) {
+    readiness = {false, "Draining",
+                 "waiting for the jobs on " + join(plan.draining, ", ") + " to end"};
+    next = after(std::chrono::seconds(30));
+  } else if (plan.window_opens && plan.replicas == want && plan.ready == want &&
+             plan.terminating == 0) {
+    readiness = {false, "UpdateScheduled",
+                 std::to_string(want - plan.updated) +
+                     " pods wait for the maintenance window: " + plan.reservation->message};
+    next = after(std::clamp<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(*plan.window_opens - world.now) +
+            std::chrono::seconds(1),
+        std::chrono::seconds(1), std::chrono::seconds(60)));
+  } else if (plan.replicas != want || plan.ready != want || plan.updated != want ||
+             plan.terminating > 0) {
+    readiness = {false, "Progressing",
+                 progress_message(plan.replicas, want, plan.ready, plan.updated, plan.terminating,
+                                  plan.revision)};
+    if (plan.ready != plan.available) {
+      next = after(std::chrono::seconds(n.spec.min_ready_seconds + 1));
+    }
+  } else {
+    readiness = {true, "AllReady", std::to_string(want) + " pods ready and registered in Slurm"};
+  }
+  // A reservation just made or moved: its window is read back from Slurm at once.
+  if (plan.reservation_changed && readiness.reason != "SlurmUpdateFailed") {
+    const auto soon = std::chrono::seconds(1);
+    if (next && !next->requeue &&
+        (next->requeue_after.count() == 0 || next->requeue_after > soon)) {
+      next = after(soon);
+    }
+  }
+  return out;
+}
+
+}  // namespace tightrope::op

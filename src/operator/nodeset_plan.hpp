@@ -1,0 +1,335 @@
+// The NodeSet controller's decisions, as pure functions of what it observed (NodeSetWorld): which
+// pods go and when, what Slurm and Kubernetes are told, what the status says. A reconcile
+// observes (nodeset.cpp), plans here, and executes the plan's Actions; nothing here writes or
+// reads a client, so every decision is table-tested without a cluster.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "api/types.hpp"
+#include "base/result.hpp"
+#include "kube/controller.hpp"
+#include "kube/object.hpp"
+#include "operator/runtime.hpp"
+#include "slurm/feed.hpp"
+#include "slurm/model.hpp"
+
+namespace tightrope::op {
+
+// What the controller needs to know of one of its pods.
+struct WorkerPod {
+  std::string name;
+  std::string uid;
+  int64_t ordinal = -1;
+  std::string phase;        // Pending, Running, Succeeded, Failed, Unknown
+  std::string kube_node;    // spec.nodeName; "" while unscheduled
+  std::string hostname;     // the Slurm node name
+  std::string revision;     // controller-revision-hash
+  std::string mode;         // the scaling-mode label: StatefulSet or DaemonSet
+  std::string target_node;  // the Node it is bound or pinned to ("" while unscheduled)
+  bool ready = false;
+  std::string ready_since;  // the Ready condition's lastTransitionTime
+  std::string created;
+  bool terminating = false;
+  bool cordoned = false;  // annotation pod-cordon=true
+  // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
+  std::string start_failure;
+  int64_t deletion_cost = 0;
+  // When the work on its Slurm node is expected to end (node_deadlines); nullopt: no work.
+  std::optional<slurm::Time> deadline;
+  // Its SlurmNodeState* conditions as the pod has them: type -> (message, lastTransitionTime).
+  std::map<std::string, std::pair<std::string, std::string>> slurm_conditions;
+  bool protect_label = false;  // nodeset.slinky.slurm.net/pod-protect=true
+};
+
+// A pod as the cache has it, decoded for the controller.
+WorkerPod worker_pod(const api::NodeSet& n, const nlohmann::json& pod);
+
+// When each Slurm node's work is expected to end: the latest end of its running jobs (Slurm's
+// end_time; a job without a time limit never ends). A node that Slurm shows busy but whose jobs
+// the snapshot lacks never ends either: unseen jobs do not make a node idle.
+std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
+                                                  const std::map<std::string, slurm::Node>& nodes);
+
+// Slinky's scale-in order, first difference wins: unscheduled, then Pending < Unknown <
+// Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,
+// higher ordinal, more recently ready, newer. True when `a` goes before `b`.
+bool condemn_before(const WorkerPod& a, const WorkerPod& b);
+
+// A NodeSet as the Slurm change feed's listener knows it: its name and the feature each of its
+// Slurm nodes registers with (NodeSet::slurm_name).
+struct NodeSetFeature {
+  std::string name;
+  std::string feature;
+};
+// The NodeSets (names) that `changed` Slurm nodes belong to, by the node's comment (its pod
+// link names the NodeSet) or its features; nullopt when a node belongs to none of them, so
+// that every NodeSet looks (a record just made, one of a NodeSet not cached yet).
+std::optional<std::set<std::string>> nodesets_touched(const std::vector<NodeSetFeature>& nodesets,
+                                                      const std::vector<slurm::Node>& changed);
+
+// Which of a NodeSet's pods go, and why. Pure: the reconcile drains and deletes them.
+struct Victims {
+  // The pods in the order they go: those whose Slurm node the operator already drained for
+  // deletion first (they keep their place), then condemn_before.
+  std::vector<WorkerPod> order;
+  // pod -> why: "scale-in", "scale-in: a second pod on <Node>", "update", "the scaling mode
+  // changed", ...
+  std::map<std::string, std::string> condemned;
+  // ScheduledUpdate: outdated pods that wait for the maintenance window.
+  std::set<std::string> outdated;
+};
+// `active`: the pods neither terminating nor finished; `nodes`: Slurm's, by name; `want`: the
+// pods the NodeSet wants (replicas, or the eligible Nodes in DaemonSet mode); `eligible`: the
+// Nodes a DaemonSet-mode pod may run on. The excess over `want` goes in scale-in order (pods of
+// the other scaling mode always; DaemonSet mode: pods on Nodes no longer eligible and all but
+// the oldest of several on one Node), then RollingUpdate replaces old revisions within
+// maxUnavailable.
+Victims choose_victims(const api::NodeSet& n, std::vector<WorkerPod> active,
+                       const std::map<std::string, slurm::Node>& nodes, int64_t want,
+                       const std::string& revision,
+                       const std::map<std::string, std::string>& eligible);
+
+// The Progressing message of a NodeSet whose pods (not terminating) are not yet what it wants:
+// "scaling in to 0 pods: 20 left, 20 ready, 5 terminating", "1 of 2 pods ready, all at revision
+// r", ...
+std::string progress_message(int64_t pods, int64_t want, int64_t ready, int64_t updated,
+                             int64_t terminating, const std::string& revision);
+
+// Why one of the pod's containers waits and will not start by itself (an image that cannot be
+// pulled, a crash loop, a bad config), from the container statuses the pod cache keeps; ""
+// when no container is stuck.
+std::string container_start_failure(const nlohmann::json& pod);
+
+// maxUnavailable (an integer or "N%") of `replicas`, rounded up, at least 1.
+int64_t max_unavailable(const nlohmann::json& value, int64_t replicas);
+
+// The pod conditions that mirror a Slurm node: exactly one base state
+// (SlurmNodeStateIdle, ...Allocated, ...) and one per flag (...Drain, ...NotResponding, ...),
+// each True with Slurm's reason as message.
+std::vector<std::string> slurm_condition_types(const slurm::Node& node);
+
+// Drained: DRAIN and no work left. Only then may its pod go.
+bool slurm_drained(const slurm::Node& node);
+
+// The reason the operator gives Slurm for a cordoned Kubernetes node: the node's
+// node-cordon-reason annotation (control characters dropped, at most 256 characters), else a
+// default naming the node and pod. Always with the operator's prefix.
+std::string cordon_reason(const nlohmann::json& kube_node, const std::string& pod_key);
+// A Slurm node's features with the Kubernetes Node's features.slinky.slurm.net/spec ("a,b")
+// as k8s/a, k8s/b: features of its own (not k8s/) kept, in order, then the annotation's.
+std::vector<std::string> node_features(const std::string& spec,
+                                       const std::vector<std::string>& current);
+// True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
+bool operator_reason(const std::string& reason);
+
+// ScheduledUpdate: outdated pods are replaced inside a Slurm maintenance reservation named
+// SlurmOperatorMaint-<nodeset>, which exists while an update is pending.
+std::string maintenance_reservation_name(const api::NodeSet& n);
+// That reservation over `nodes` (Slurm node names): MAINT and IGNORE_JOBS (it is made while
+// jobs run; nothing new starts in it), then the spec's flags, for user slurm, from startTime
+// for duration. A one-time window that has begun starts now; a recurring one (HOURLY, DAILY,
+// WEEKDAY, WEEKEND, WEEKLY) keeps its start with FORCE_START. An error says why there is none:
+// startTime does not parse, or a one-time window has ended.
+Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeSet& n,
+                                                                std::vector<std::string> nodes,
+                                                                slurm::Time now);
+
+// ---- Observe: what a reconcile knows ----
+
+// Whether the cluster's Slurm can be asked. Only kSynced lets a running pod go.
+enum class SlurmHealth {
+  kNoClient,     // no client for the Controller yet (it needs a RestApi and a jwtKeyRef)
+  kWaiting,      // a new feed that has not answered yet
+  kUnreachable,  // the feed fails
+  kSynced,
+};
+
+struct SlurmView {
+  SlurmHealth health = SlurmHealth::kNoClient;
+  std::string problem;  // why it is not kSynced
+  // One poll's nodes and jobs, shared with the feed (never copied); empty unless kSynced.
+  slurm::SlurmSnapshot snapshot;
+  // ScheduledUpdate: the maintenance reservation as Slurm has it, read when the NodeSet holds
+  // its reservation finalizer; nullopt when absent or not read.
+  std::optional<slurm::Reservation> reservation;
+};
+
+// What the operator did that its cache does not show yet (PodExpectations).
+struct PendingPods {
+  std::set<std::string> creations;  // pod names the cache does not have yet
+  std::set<std::string> deletions;  // pod uids the cache still shows alive
+};
+
+struct NodeSetWorld {
+  api::NodeSet nodeset;  // defaulted and valid
+  std::vector<std::string> finalizers;
+  std::string resource_version;
+  nlohmann::json status = nlohmann::json::object();  // as stored
+  std::vector<api::Condition> conditions;            // as stored
+  std::optional<api::Controller> controller;         // nullopt: it does not exist
+  // Its ControllerRevisions: (revision number, name).
+  std::vector<std::pair<int64_t, std::string>> revisions;
+  std::vector<WorkerPod> pods;  // the cache's, decoded
+  PendingPods expected;
+  // Every Kubernetes Node, by name, as the cache holds it (shared, not copied).
+  std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
+  SlurmView slurm;
+  OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
+  slurm::Time now;
+};
+
+// ---- Plan: what is to be done ----
+
+// Each Action is one write. A failed one ends its chain (the actions of one pod, or of the
+// NodeSet itself, run in order); chains run side by side.
+struct CreateRevision {
+  nlohmann::json revision;
+};
+struct DeleteRevision {
+  std::string name;
+};
+struct SetFinalizers {
+  std::vector<std::string> finalizers;
+};
+struct SyncReservation {
+  slurm::Reservation wanted;
+  std::optional<slurm::ReservationUpdate> update;  // nullopt: create it
+};
+struct ReleaseReservation {
+  std::string name;
+};
+struct CreatePod {  // its claims first
+  std::string name;
+  std::string hostname;
+  nlohmann::json pod;
+  std::vector<nlohmann::json> claims;
+};
+struct DeletePod {  // with its uid as precondition
+  std::string name;
+  std::string uid;
+  std::string why;
+};
+struct GiveClaimsToPod {  // whenScaled: Delete: the claims go with the pod
+  std::string pod;
+  std::string uid;
+  std::map<std::string, nlohmann::json> owners;  // claim -> its ownerReferences, the pod's too
+};
+struct PatchPod {
+  std::string name;
+  std::string what;  // "conditions", "cordon", "protect"
+  nlohmann::json patch;
+  bool status = false;  // through the status subresource, strategic merge
+};
+struct PatchKubeNode {
+  std::string name;
+  std::string what;  // "SlurmNodeDrained condition", "taints"
+  nlohmann::json patch;
+  bool status = false;
+};
+struct DrainSlurmNode {
+  std::string node;
+  std::string reason;
+};
+struct UndrainSlurmNode {
+  std::string node;
+};
+struct ResumeSlurmNode {
+  std::string node;
+};
+struct UpdateSlurmNode {
+  std::string node;
+  slurm::NodeUpdate update;
+};
+struct DeleteSlurmNode {
+  std::string node;
+};
+
+using Change =
+    std::variant<CreateRevision, DeleteRevision, SetFinalizers, SyncReservation, ReleaseReservation,
+                 CreatePod, DeletePod, GiveClaimsToPod, PatchPod, PatchKubeNode, DrainSlurmNode,
+                 UndrainSlurmNode, ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode>;
+
+// What a failed action means for the NodeSet's status.
+enum class FailureEffect {
+  kDeletionBlocked,  // DeletionBlocked=True with the action's reason
+  kCreate,           // Ready=False CreateFailed
+  kReservation,      // ReservationCreated with the action's reason
+  kApply,            // Ready=False ApplyFailed
+  kSync,             // Ready=False SyncFailed: a mirror of state fell behind
+};
+
+struct NodeSetEvent {
+  bool warning = false;
+  std::string reason;
+  std::string message;
+};
+
+struct Action {
+  Change change;
+  std::string chain;  // the pod it concerns, or "" for the NodeSet itself
+  FailureEffect on_failure = FailureEffect::kSync;
+  std::string failure_reason;        // the condition reason a failure reports
+  std::vector<NodeSetEvent> events;  // recorded once it succeeded
+  // Whether its failure skips the rest of its chain: a pod is cordoned only once drained, a
+  // reservation made only under its finalizer.
+  bool guards_rest = false;
+};
+
+// "drain Slurm node slinky-1: slurm-operator: Pod (slurm/slinky-1) is pending termination for
+// scale-in", "delete pod slurm/slinky-1 (uid ...): ...", for the debug log and failures.
+std::string to_string(const Change& change);
+
+struct NodeSetPlan {
+  std::vector<Action> actions;
+  // A spec problem or a missing Controller: nothing else is planned; Ready says why.
+  std::optional<Readiness> stop;
+  // Why pods that should go cannot (fail-closed): DeletionBlocked's message, by first reason.
+  std::vector<std::string> blocked;
+  std::string blocked_reason;
+  std::vector<std::string> draining;          // pods waiting for their jobs to end
+  std::string failing;                        // the first pod that cannot start, and how many more
+  std::string unbuildable;                    // why a pod that is wanted cannot be built
+  std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
+  std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
+  bool reservation_changed = false;           // look again soon: the window follows Slurm
+  nlohmann::json status = nlohmann::json::object();
+  bool status_changed = false;
+  int64_t want = 0;
+  int64_t replicas = 0;
+  int64_t ready = 0;
+  int64_t available = 0;
+  int64_t updated = 0;
+  int64_t terminating = 0;
+  std::string revision;
+};
+
+NodeSetPlan plan_nodeset(const NodeSetWorld& world);
+
+// ---- After execution ----
+
+struct ActionFailure {
+  const Action* action;
+  std::string message;  // "<to_string>: <error>"
+};
+
+struct NodeSetVerdict {
+  std::vector<api::Condition> conditions;
+  Readiness readiness;
+  kube::ReconcileOutcome next;
+};
+
+// The conditions, readiness and next look of a NodeSet from its plan and the actions that
+// failed.
+NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
+                        const std::vector<ActionFailure>& failures, const std::string& stamp);
+
+}  // namespace tightrope::op

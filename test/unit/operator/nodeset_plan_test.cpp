@@ -1,0 +1,371 @@
+// The NodeSet controller's plan, table by table: a world in (pods, Slurm's snapshot, Nodes,
+// expectations), actions and a verdict out. No client, no cluster: each case is what a bed would
+// take minutes to stage.
+#include "operator/nodeset_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../api/support.hpp"
+#include "api/codec.hpp"
+#include "api/defaults.hpp"
+#include "api/well_known.hpp"
+#include "kube/time.hpp"
+#include "operator/build/nodeset.hpp"
+#include "operator/conditions.hpp"
+
+namespace tightrope::op {
+namespace {
+
+using nlohmann::json;
+
+using api::testing::decoded;
+
+api::Controller controller() {
+  return decoded(api::decode_controller(api::testing::yaml_to_json(R"(
+apiVersion: slinky.slurm.net/v1beta1
+kind: Controller
+metadata: {name: slurm, namespace: hpc, uid: c-uid}
+spec:
+  slurmKeyRef: {name: slurm-key, key: slurm.key}
+  jwtKeyRef: {name: jwt-key, key: jwt.key}
+)")
+                                            .front()));
+}
+
+api::NodeSet nodeset(int replicas) {
+  api::NodeSet n = decoded(api::decode_nodeset(api::testing::yaml_to_json(R"(
+apiVersion: slinky.slurm.net/v1beta1
+kind: NodeSet
+metadata: {name: cpu, namespace: hpc, uid: n-uid, generation: 3}
+spec:
+  controllerRef: {name: slurm}
+  replicas: )" + std::to_string(replicas) + "\n")
+                                                   .front()));
+  api::apply_defaults(n);
+  return n;
+}
+
+const slurm::Time kNow = *kube::parse_time("2026-12-03T12:00:00Z");
+
+// A world where every pod runs, is ready and linked to its idle Slurm node: nothing to do.
+struct Bed {
+  NodeSetWorld world;
+  std::map<std::string, slurm::Node> nodes;
+  std::map<int64_t, slurm::Job> jobs;
+
+  explicit Bed(int replicas, int pods) {
+    world.nodeset = nodeset(replicas);
+    world.controller = controller();
+    world.now = kNow;
+    const build::NodeSetInputs in{*world.controller};
+    const std::string revision = build::nodeset_revision_name(world.nodeset, in);
+    world.revisions = {{1, revision}};
+    world.slurm.health = SlurmHealth::kSynced;
+    for (int i = 0; i < pods; ++i) {
+      const std::string name = "cpu-" + std::to_string(i);
+      const std::string kube_node = "k8s-" + std::to_string(i);
+      WorkerPod w;
+      w.name = name;
+      w.uid = "uid-" + name;
+      w.ordinal = i;
+      w.phase = "Running";
+      w.kube_node = kube_node;
+      w.target_node = kube_node;
+      w.hostname = name;
+      w.revision = revision;
+      w.mode = "StatefulSet";
+      w.ready = true;
+      w.ready_since = "2026-12-03T11:00:00Z";
+      w.created = "2026-12-03T10:00:0" + std::to_string(i) + "Z";
+      w.slurm_conditions["SlurmNodeStateIdle"] = {"", "2026-12-03T11:00:00Z"};
+      world.pods.push_back(w);
+      slurm::Node node;
+      node.name = name;
+      node.state = {"IDLE", "DYNAMIC_NORM"};
+      node.features = {"cpu"};
+      node.active_features = {"cpu"};
+      node.comment = build::pod_info(world.nodeset, name, kube_node).dump();
+      nodes[name] = node;
+      auto doc = std::make_shared<kube::Document>();
+      doc->meta.name = kube_node;
+      doc->doc = {{"metadata", {{"name", kube_node}}}, {"spec", json::object()}};
+      world.kube_nodes[kube_node] = doc;
+    }
+  }
+
+  NodeSetPlan plan() {
+    world.slurm.snapshot = {std::make_shared<const std::map<std::string, slurm::Node>>(nodes),
+                            std::make_shared<const std::map<int64_t, slurm::Job>>(jobs)};
+    return plan_nodeset(world);
+  }
+};
+
+template <typename T>
+std::vector<T> all_of(const NodeSetPlan& plan) {
+  std::vector<T> out;
+  for (const auto& a : plan.actions) {
+    if (const auto* c = std::get_if<T>(&a.change)) {
+      out.push_back(*c);
+    }
+  }
+  return out;
+}
+
+const Action* action_for(const NodeSetPlan& plan, const std::string& chain) {
+  for (const auto& a : plan.actions) {
+    if (a.chain == chain) {
+      return &a;
+    }
+  }
+  return nullptr;
+}
+
+TEST(NodeSetPlan, ASteadyNodeSetWritesNothing) {
+  Bed bed(2, 2);
+  const NodeSetPlan plan = bed.plan();
+  for (const auto& a : plan.actions) {
+    ADD_FAILURE() << to_string(a.change);
+  }
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  EXPECT_TRUE(verdict.readiness.ready) << verdict.readiness.message;
+  EXPECT_EQ(verdict.readiness.reason, "AllReady");
+}
+
+TEST(NodeSetPlan, AScaleInDrainsTheVictimAndDeletesNothingYet) {
+  Bed bed(1, 2);
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].node, "cpu-1");
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in");
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_EQ(plan.draining, std::vector<std::string>{"cpu-1"});
+  // The drain comes first in the pod's chain and guards the cordon after it.
+  const Action* first = action_for(plan, "cpu-1");
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(std::holds_alternative<DrainSlurmNode>(first->change));
+  EXPECT_TRUE(first->guards_rest);
+  const auto cordons = all_of<PatchPod>(plan);
+  ASSERT_EQ(cordons.size(), 1U);
+  EXPECT_EQ(cordons[0].what, "cordon");
+}
+
+TEST(NodeSetPlan, ADrainedIdleVictimIsDeletedByUidAndGetsNoOtherWrite) {
+  Bed bed(1, 2);
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  bed.world.pods[1].slurm_conditions = {};  // stale: a write would be due if it stayed
+  const NodeSetPlan plan = bed.plan();
+  const auto deletes = all_of<DeletePod>(plan);
+  ASSERT_EQ(deletes.size(), 1U);
+  EXPECT_EQ(deletes[0].name, "cpu-1");
+  EXPECT_EQ(deletes[0].uid, "uid-cpu-1");
+  for (const auto& a : plan.actions) {
+    if (a.chain == "cpu-1") {
+      EXPECT_TRUE(std::holds_alternative<DeletePod>(a.change)) << to_string(a.change);
+    }
+  }
+}
+
+TEST(NodeSetPlan, AVictimWithAJobIsDrainedButKept) {
+  Bed bed(1, 2);
+  bed.nodes["cpu-1"].state = {"ALLOCATED", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_EQ(plan.draining, std::vector<std::string>{"cpu-1"});
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  EXPECT_EQ(verdict.readiness.reason, "Draining");
+  EXPECT_EQ(verdict.readiness.message, "waiting for the jobs on cpu-1 to end");
+}
+
+TEST(NodeSetPlan, NothingRunningGoesWhileSlurmIsUnreachable) {
+  Bed bed(0, 2);
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  bed.world.slurm.problem = "slurmrestd does not answer: connection refused";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  const api::Condition* blocked = find_condition(verdict.conditions, "DeletionBlocked");
+  ASSERT_NE(blocked, nullptr);
+  EXPECT_EQ(blocked->status, "True");
+  EXPECT_EQ(blocked->reason, "SlurmUnreachable");
+  // In the order they would go: the higher ordinal first.
+  EXPECT_EQ(blocked->message,
+            "pod cpu-1 kept: slurmrestd does not answer: connection refused; pod cpu-0 kept: "
+            "slurmrestd does not answer: connection refused");
+  EXPECT_FALSE(verdict.readiness.ready);
+  EXPECT_EQ(verdict.readiness.reason, "DeletionBlocked");
+  ASSERT_TRUE(verdict.next);
+  EXPECT_EQ(verdict.next->requeue_after, std::chrono::seconds(5));
+}
+
+TEST(NodeSetPlan, AReadyPodSlurmDoesNotKnowIsKept) {
+  Bed bed(1, 2);
+  bed.nodes.erase("cpu-1");
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_EQ(plan.blocked_reason, "SlurmNodeNotFound");
+}
+
+TEST(NodeSetPlan, AFailedDrainBlocksDeletionAndSaysWhy) {
+  Bed bed(1, 2);
+  const NodeSetPlan plan = bed.plan();
+  const Action* drain = action_for(plan, "cpu-1");
+  ASSERT_NE(drain, nullptr);
+  const NodeSetVerdict verdict =
+      conclude(bed.world, plan, {{drain, to_string(drain->change) + ": slurmrestd 502"}}, "stamp");
+  const api::Condition* blocked = find_condition(verdict.conditions, "DeletionBlocked");
+  ASSERT_NE(blocked, nullptr);
+  EXPECT_EQ(blocked->reason, "SlurmUpdateFailed");
+  EXPECT_EQ(blocked->message,
+            "drain Slurm node cpu-1: slurm-operator: Pod (hpc/cpu-1) is pending termination for "
+            "scale-in: slurmrestd 502");
+}
+
+TEST(NodeSetPlan, MissingPodsTakeTheLowestFreeOrdinalsAndNoneIsCreatedTwice) {
+  Bed bed(3, 0);
+  bed.world.expected.creations = {"cpu-0"};
+  const NodeSetPlan plan = bed.plan();
+  const auto creates = all_of<CreatePod>(plan);
+  ASSERT_EQ(creates.size(), 2U);
+  EXPECT_EQ(creates[0].name, "cpu-1");
+  EXPECT_EQ(creates[1].name, "cpu-2");
+}
+
+TEST(NodeSetPlan, APodTheOperatorDeletedGetsNoWriteAndIsNotReplacedEarly) {
+  Bed bed(2, 2);
+  bed.nodes["cpu-1"].state = {"ALLOCATED"};  // a write would be due
+  bed.world.expected.deletions = {"uid-cpu-1"};
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_EQ(action_for(plan, "cpu-1"), nullptr);
+  EXPECT_TRUE(all_of<CreatePod>(plan).empty());
+  EXPECT_EQ(plan.terminating, 1);
+}
+
+TEST(NodeSetPlan, SlurmStateReachesThePodConditionsAndProtectLabel) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  const NodeSetPlan plan = bed.plan();
+  const auto patches = all_of<PatchPod>(plan);
+  ASSERT_EQ(patches.size(), 2U);
+  EXPECT_EQ(patches[0].what, "conditions");
+  EXPECT_TRUE(patches[0].status);
+  EXPECT_EQ(patches[0].patch["status"]["conditions"],
+            json::parse(R"([{"type":"SlurmNodeStateIdle","$patch":"delete"},
+                            {"type":"SlurmNodeStateAllocated","status":"True","message":"",
+                             "lastTransitionTime":"2026-12-03T12:00:00Z"}])"));
+  EXPECT_EQ(patches[1].what, "protect");
+  EXPECT_EQ(patches[1].patch["metadata"]["labels"][std::string(api::kLabelNodeSetPodProtect)],
+            "true");
+}
+
+TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
+  Bed bed(1, 1);
+  auto cordoned = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  cordoned->doc["spec"]["unschedulable"] = true;
+  bed.world.kube_nodes["k8s-0"] = cordoned;
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].node, "cpu-0");
+  EXPECT_TRUE(drains[0].reason.starts_with("slurm-operator: "));
+
+  // Uncordoned again, the operator's drain still there.
+  auto uncordoned = std::make_shared<kube::Document>(*cordoned);
+  uncordoned->doc["spec"]["unschedulable"] = false;
+  bed.world.kube_nodes["k8s-0"] = uncordoned;
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = drains[0].reason;
+  plan = bed.plan();
+  const auto undrains = all_of<UndrainSlurmNode>(plan);
+  ASSERT_EQ(undrains.size(), 1U);
+  EXPECT_EQ(undrains[0].node, "cpu-0");
+}
+
+TEST(NodeSetPlan, AnAdministratorsDrainIsNeverUndone) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "bad DIMM";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+}
+
+TEST(NodeSetPlan, AFailedConditionPatchMakesTheNodeSetRetry) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].reason = "maintenance soon";
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_FALSE(plan.actions.empty());
+  const Action& patch = plan.actions.front();
+  const NodeSetVerdict verdict =
+      conclude(bed.world, plan, {{&patch, to_string(patch.change) + ": 500"}}, "stamp");
+  EXPECT_EQ(verdict.readiness.reason, "SyncFailed");
+  ASSERT_TRUE(verdict.next);
+  EXPECT_TRUE(verdict.next->requeue);
+}
+
+TEST(NodeSetPlan, AScheduledUpdateMakesItsReservationUnderAFinalizerAndWaitsForSlurmToShowIt) {
+  Bed bed(1, 1);
+  bed.world.nodeset.spec.update_strategy.type = "ScheduledUpdate";
+  bed.world.nodeset.spec.update_strategy.scheduled_update.start_time = "2026-12-03T11:30:00Z";
+  bed.world.nodeset.spec.update_strategy.scheduled_update.duration = "2h";
+  bed.world.pods[0].revision = "old";
+  NodeSetPlan plan = bed.plan();
+  ASSERT_GE(plan.actions.size(), 2U);
+  // The finalizer first, guarding the reservation: none is ever made that a deletion forgets.
+  const auto* finalizers = std::get_if<SetFinalizers>(&plan.actions[0].change);
+  ASSERT_NE(finalizers, nullptr);
+  EXPECT_TRUE(plan.actions[0].guards_rest);
+  EXPECT_NE(std::find(finalizers->finalizers.begin(), finalizers->finalizers.end(),
+                      std::string(api::kFinalizerNodeSetReservation)),
+            finalizers->finalizers.end());
+  const auto* made = std::get_if<SyncReservation>(&plan.actions[1].change);
+  ASSERT_NE(made, nullptr);
+  EXPECT_FALSE(made->update);
+  EXPECT_EQ(made->wanted.nodes, "cpu-0");
+  // Open by the spec, but the pod goes only once Slurm shows the window.
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  ASSERT_TRUE(verdict.next);
+  EXPECT_EQ(verdict.next->requeue_after, std::chrono::seconds(1));
+
+  bed.world.finalizers = finalizers->finalizers;
+  bed.world.slurm.reservation = made->wanted;
+  plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_TRUE(drains[0].reason.ends_with("for scheduled update")) << drains[0].reason;
+  verdict = conclude(bed.world, plan, {}, "stamp");
+  EXPECT_EQ(find_condition(verdict.conditions, "ReservationCreated")->reason, "WindowOpen");
+}
+
+TEST(NodeSetPlan, AMissingControllerStopsThePlan) {
+  Bed bed(1, 1);
+  bed.world.controller.reset();
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(plan.actions.empty());
+  ASSERT_TRUE(plan.stop);
+  EXPECT_EQ(plan.stop->reason, "ControllerNotFound");
+}
+
+TEST(NodeSetPlan, ActionsReadAsSentences) {
+  EXPECT_EQ(to_string(DrainSlurmNode{"cpu-1", "slurm-operator: why"}),
+            "drain Slurm node cpu-1: slurm-operator: why");
+  EXPECT_EQ(to_string(DeletePod{"cpu-1", "u1", "scale-in"}), "delete pod cpu-1 (uid u1): scale-in");
+  slurm::NodeUpdate link;
+  link.topology = "topo-switch:s1";
+  EXPECT_EQ(to_string(UpdateSlurmNode{"cpu-1", link}),
+            "update Slurm node cpu-1: topology=topo-switch:s1");
+}
+
+}  // namespace
+}  // namespace tightrope::op
