@@ -150,17 +150,27 @@ void Operator::wire() {
     return out;
   };
   slurm_.set_listener([nodesets, nodeset_docs_of](const std::string& controller_key,
-                                                  const std::vector<slurm::Node>* changed) {
+                                                  const NodeSetIndex::Touched* touched) {
     const Request controller = Request::from_key(controller_key);
+    if (touched != nullptr) {
+      for (const auto& name : touched->nodesets) {
+        nodesets->enqueue({controller.namespace_name, name});
+      }
+      if (touched->unlinked.empty()) {
+        return;
+      }
+    }
+    // Nodes no link names yet: by their features, NodeSets being decoded only now.
     std::vector<NodeSetFeature> candidates;
     for (const auto& doc : nodeset_docs_of(controller.namespace_name, controller.name)) {
       if (auto n = api::decode_nodeset(doc->doc)) {
         candidates.push_back({doc->meta.name, n->slurm_name()});
       }
     }
-    const auto touched = changed == nullptr ? std::nullopt : nodesets_touched(candidates, *changed);
+    const auto by_feature =
+        touched == nullptr ? std::nullopt : nodesets_touched(candidates, touched->unlinked);
     for (const auto& c : candidates) {
-      if (!touched || touched->count(c.name) != 0) {
+      if (!by_feature || by_feature->count(c.name) != 0) {
         nodesets->enqueue({controller.namespace_name, c.name});
       }
     }

@@ -1,5 +1,6 @@
 #include "operator/slurm_clients.hpp"
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "slurm/hostlist.hpp"
@@ -15,7 +16,68 @@ struct FeedAndClient {
   slurm::ChangeFeed feed;
 };
 
+// The NodeSet a node's comment links it to; "" without a link.
+std::string linked_nodeset(const slurm::Node& node) {
+  if (node.comment.empty() || node.comment.front() != '{') {
+    return "";
+  }
+  const auto link = nlohmann::json::parse(node.comment, nullptr, false);
+  return link.is_object() ? link.value("nodeSetName", "") : "";
+}
+
 }  // namespace
+
+NodeSetIndex::Touched NodeSetIndex::update(const slurm::ChangeFeed::Changes& changes) {
+  Touched out;
+  for (const auto& e : changes.nodes) {
+    const auto known = nodeset_of_.find(e.node.name);
+    if (known != nodeset_of_.end()) {
+      out.nodesets.insert(known->second);  // where it was: it may have left that NodeSet
+    }
+    const std::string linked =
+        e.type == slurm::NodeEvent::Type::kRemoved ? "" : linked_nodeset(e.node);
+    if (!linked.empty()) {
+      nodeset_of_[e.node.name] = linked;
+      out.nodesets.insert(linked);
+      continue;
+    }
+    if (known != nodeset_of_.end()) {
+      nodeset_of_.erase(known);
+    }
+    if (e.type != slurm::NodeEvent::Type::kRemoved) {
+      out.unlinked.push_back(e.node);
+    }
+  }
+  // A job's change concerns the nodes it runs (or ran) on.
+  std::set<std::string> names;
+  for (const auto& e : changes.jobs) {
+    for (const std::string* hostlist : {&e.job.nodes, e.previous ? &e.previous->nodes : nullptr}) {
+      if (hostlist == nullptr || hostlist->empty()) {
+        continue;
+      }
+      const auto expanded = slurm::expand_hostlist(*hostlist);
+      if (!expanded) {
+        out.everything = true;
+        return out;
+      }
+      names.insert(expanded->begin(), expanded->end());
+    }
+  }
+  for (const auto& name : names) {
+    if (const auto it = nodeset_of_.find(name); it != nodeset_of_.end()) {
+      out.nodesets.insert(it->second);
+    } else if (const auto node = changes.snapshot.nodes->find(name);
+               node != changes.snapshot.nodes->end()) {
+      out.unlinked.push_back(node->second);
+    }
+  }
+  return out;
+}
+
+std::string NodeSetIndex::nodeset_of(const std::string& node) const {
+  const auto it = nodeset_of_.find(node);
+  return it == nodeset_of_.end() ? "" : it->second;
+}
 
 SlurmClients::~SlurmClients() {
   stop();
@@ -79,42 +141,10 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     auto both = std::make_shared<FeedAndClient>(feed_client, feed_options);
     feed = std::shared_ptr<slurm::ChangeFeed>(both, &both->feed);
     const ChangeListener listener = listener_;
-    feed->subscribe([listener, key](const std::vector<slurm::NodeEvent>& events) {
-      std::vector<slurm::Node> changed;
-      changed.reserve(events.size());
-      for (const auto& e : events) {
-        changed.push_back(e.node);
-      }
-      listener(key, &changed);
-    });
-    // A job's change concerns the nodes it runs (or ran) on. The feed outlives its subscribers.
-    slurm::ChangeFeed* source = feed.get();
-    feed->subscribe_jobs([listener, key, source](const std::vector<slurm::JobEvent>& events) {
-      const slurm::SlurmSnapshot now = source->snapshot();
-      std::set<std::string> names;
-      for (const auto& e : events) {
-        for (const std::string* hostlist :
-             {&e.job.nodes, e.previous ? &e.previous->nodes : nullptr}) {
-          if (hostlist == nullptr || hostlist->empty()) {
-            continue;
-          }
-          const auto expanded = slurm::expand_hostlist(*hostlist);
-          if (!expanded) {
-            listener(key, nullptr);
-            return;
-          }
-          names.insert(expanded->begin(), expanded->end());
-        }
-      }
-      std::vector<slurm::Node> changed;
-      for (const auto& name : names) {
-        if (const auto it = now.nodes->find(name); it != now.nodes->end()) {
-          changed.push_back(it->second);
-        }
-      }
-      if (!changed.empty()) {
-        listener(key, &changed);
-      }
+    auto index = std::make_shared<NodeSetIndex>();
+    feed->subscribe_changes([listener, key, index](const slurm::ChangeFeed::Changes& changes) {
+      const NodeSetIndex::Touched touched = index->update(changes);
+      listener(key, touched.everything ? nullptr : &touched);
     });
     feed->subscribe_health([listener, key](const slurm::FeedHealth&) { listener(key, nullptr); });
     feed->start();

@@ -1,14 +1,16 @@
 // One Slurm REST client per Controller, shared by the reconcilers that talk to its cluster (the
-// Controller's own, and the NodeSet controller's), and the cluster's change feed: slurmrestd
-// asked about once a second what changed (nodes and jobs), which is how the NodeSet controller
-// hears of Slurm's side without polling it per NodeSet. A client exists while the Controller
-// has a RestApi to reach; its JWT is minted by the operator from the Controller's auth/jwt key.
+// Controller's own, and the NodeSet controller's), and the cluster's Slurm cache: a change feed
+// (slurmrestd asked about once a second what changed, nodes and jobs, kept as one immutable
+// snapshot) and an index of which NodeSet each Slurm node belongs to, so that one node's change
+// wakes one NodeSet. A client exists while the Controller has a RestApi to reach; its JWT is
+// minted by the operator from the Controller's auth/jwt key.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,13 +20,31 @@
 
 namespace tightrope::op {
 
+// Which NodeSet each Slurm node of one cluster belongs to, by the link the operator writes in the
+// node's comment (its nodeSetName), kept from the feed's changes. Used on the feed's thread only.
+class NodeSetIndex {
+ public:
+  struct Touched {
+    std::set<std::string> nodesets;     // NodeSet names
+    std::vector<slurm::Node> unlinked;  // changed nodes with no link yet (just registered)
+    bool everything = false;            // a job's node list that does not parse: ask all
+  };
+  // The NodeSets a poll's changes concern: those of the nodes that changed (before and after a
+  // link changed) and of the nodes whose jobs did.
+  Touched update(const slurm::ChangeFeed::Changes& changes);
+  // The NodeSet a Slurm node belongs to, "" when it names none.
+  std::string nodeset_of(const std::string& node) const;
+
+ private:
+  std::map<std::string, std::string> nodeset_of_;
+};
+
 class SlurmClients {
  public:
-  // Told the Controller's key and the Slurm nodes that changed, or whose jobs did (as the feed's
-  // snapshot has them now; a node that left, as last seen); null when anything may have changed
-  // (the feed's health). Runs on the feed's thread: it should only enqueue.
-  using ChangeListener = std::function<void(const std::string& controller_key,
-                                            const std::vector<slurm::Node>* changed)>;
+  // Told the Controller's key and what a poll's changes concern; null when anything may have
+  // changed (the feed's health). Runs on the feed's thread: it should only enqueue.
+  using ChangeListener =
+      std::function<void(const std::string& controller_key, const NodeSetIndex::Touched* touched)>;
 
   SlurmClients() = default;
   ~SlurmClients();

@@ -89,9 +89,9 @@ void ChangeFeed::subscribe_health(HealthSubscriber subscriber) {
   health_subscribers_.push_back(std::move(subscriber));
 }
 
-void ChangeFeed::subscribe_jobs(JobSubscriber subscriber) {
+void ChangeFeed::subscribe_changes(ChangeSubscriber subscriber) {
   std::lock_guard lock(mu_);
-  job_subscribers_.push_back(std::move(subscriber));
+  change_subscribers_.push_back(std::move(subscriber));
 }
 
 void ChangeFeed::force_resync() {
@@ -180,7 +180,8 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   std::vector<NodeEvent> node_events;
   std::vector<JobEvent> job_events;
   std::vector<Subscriber> subscribers;
-  std::vector<JobSubscriber> job_subscribers;
+  std::vector<ChangeSubscriber> change_subscribers;
+  SlurmSnapshot published;
   std::shared_ptr<const std::map<std::string, Node>> nodes;
   std::shared_ptr<const std::map<int64_t, Job>> jobs;
   if (node_answer->changed) {
@@ -205,7 +206,8 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       job_cursor_.read(jobs_read);
     }
     subscribers = subscribers_;
-    job_subscribers = job_subscribers_;
+    change_subscribers = change_subscribers_;
+    published = snapshot_;
   }
   outcome.events = node_events.size() + job_events.size();
   if (!node_events.empty()) {
@@ -213,9 +215,9 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       s(node_events);
     }
   }
-  if (!job_events.empty()) {
-    for (const auto& s : job_subscribers) {
-      s(job_events);
+  if (!node_events.empty() || !job_events.empty()) {
+    for (const auto& s : change_subscribers) {
+      s(Changes{node_events, job_events, published});
     }
   }
   publish_health(FeedHealth{true, 0, std::nullopt});

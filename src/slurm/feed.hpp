@@ -101,7 +101,13 @@ class ChangeFeed {
  public:
   using Subscriber = std::function<void(const std::vector<NodeEvent>&)>;
   using HealthSubscriber = std::function<void(const FeedHealth&)>;
-  using JobSubscriber = std::function<void(const std::vector<JobEvent>&)>;
+  // One poll's changes, nodes and jobs together, with the snapshot they lead to.
+  struct Changes {
+    const std::vector<NodeEvent>& nodes;
+    const std::vector<JobEvent>& jobs;
+    const SlurmSnapshot& snapshot;
+  };
+  using ChangeSubscriber = std::function<void(const Changes&)>;
 
   ChangeFeed(Client& client, FeedOptions options = {});
   ~ChangeFeed();
@@ -113,7 +119,9 @@ class ChangeFeed {
   void subscribe(Subscriber subscriber);
   // Called when health changes (synced, or the first failure after success, or recovery).
   void subscribe_health(HealthSubscriber subscriber);
-  void subscribe_jobs(JobSubscriber subscriber);  // needs FeedOptions::follow_jobs
+  // Once per poll that changed anything: what a consumer of nodes and jobs should act on at once
+  // (jobs need FeedOptions::follow_jobs).
+  void subscribe_changes(ChangeSubscriber subscriber);
 
   // One poll. The thread calls it; tests and benchmarks may call it directly instead.
   Result<PollOutcome> poll_once();
@@ -139,7 +147,7 @@ class ChangeFeed {
   mutable std::mutex mu_;
   std::vector<Subscriber> subscribers_;
   std::vector<HealthSubscriber> health_subscribers_;
-  std::vector<JobSubscriber> job_subscribers_;
+  std::vector<ChangeSubscriber> change_subscribers_;
   SlurmSnapshot snapshot_;
   UpdateCursor node_cursor_;
   UpdateCursor job_cursor_;

@@ -128,9 +128,9 @@ TEST(ChangeFeed, FollowsAJobFromSubmissionToCancellation) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<JobEvent> seen;
-  feed.subscribe_jobs([&](const std::vector<JobEvent>& events) {
+  feed.subscribe_changes([&](const ChangeFeed::Changes& changes) {
     std::lock_guard lock(mu);
-    seen.insert(seen.end(), events.begin(), events.end());
+    seen.insert(seen.end(), changes.jobs.begin(), changes.jobs.end());
     cv.notify_all();
   });
   ASSERT_TRUE(feed.poll_once().ok());
@@ -170,11 +170,12 @@ TEST(ChangeFeed, ANodeSeenBusyComesWithItsJobInTheSameSnapshot) {
   std::condition_variable cv;
   bool busy_seen = false;
   std::vector<std::string> busy_without_job;
-  // What a reconcile woken by this event would read.
-  feed.subscribe([&](const std::vector<NodeEvent>& events) {
+  // What a reconcile woken by this change would read: the snapshot it came with, and the feed's.
+  feed.subscribe_changes([&](const ChangeFeed::Changes& changes) {
     const SlurmSnapshot now = feed.snapshot();
+    EXPECT_EQ(now.nodes, changes.snapshot.nodes);
     std::lock_guard lock(mu);
-    for (const auto& e : events) {
+    for (const auto& e : changes.nodes) {
       if (!e.node.busy()) {
         continue;
       }

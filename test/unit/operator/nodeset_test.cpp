@@ -19,6 +19,7 @@
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "operator/nodeset.hpp"
+#include "operator/slurm_clients.hpp"
 #include "slurm/codec.hpp"
 
 namespace tightrope::op {
@@ -557,6 +558,58 @@ TEST(NodeSetsTouched, ANodesChangeConcernsItsOwnNodeSetOnly) {
             (std::set<std::string>{"slurm-worker-cpu", "slurm-worker-gpu"}));
   EXPECT_EQ(nodesets_touched(nodesets, {slurm_node("stranger")}), std::nullopt)
       << "a node of no known NodeSet wakes them all";
+}
+
+// One poll's changes as the feed hands them over.
+NodeSetIndex::Touched feed_changes(NodeSetIndex& index, const std::vector<slurm::NodeEvent>& nodes,
+                                   const std::vector<slurm::JobEvent>& jobs,
+                                   const std::vector<slurm::Node>& now) {
+  std::map<std::string, slurm::Node> by_name;
+  for (const auto& n : now) {
+    by_name[n.name] = n;
+  }
+  const slurm::SlurmSnapshot snapshot{
+      std::make_shared<const std::map<std::string, slurm::Node>>(by_name),
+      std::make_shared<const std::map<int64_t, slurm::Job>>()};
+  return index.update(slurm::ChangeFeed::Changes{nodes, jobs, snapshot});
+}
+
+TEST(NodeSetIndex, ALinkedNodesChangeAndItsJobsWakeItsNodeSetOnly) {
+  NodeSetIndex index;
+  slurm::Node linked = slurm_node("cpu-0");
+  linked.comment = R"({"namespace":"hpc","podName":"cpu-0","nodeSetName":"cpu"})";
+  slurm::Node fresh = slurm_node("gpu-0");
+  auto touched = feed_changes(index,
+                              {{slurm::NodeEvent::Type::kAdded, linked, std::nullopt},
+                               {slurm::NodeEvent::Type::kAdded, fresh, std::nullopt}},
+                              {}, {linked, fresh});
+  EXPECT_EQ(touched.nodesets, std::set<std::string>{"cpu"});
+  ASSERT_EQ(touched.unlinked.size(), 1U);
+  EXPECT_EQ(touched.unlinked[0].name, "gpu-0");
+  EXPECT_EQ(index.nodeset_of("cpu-0"), "cpu");
+
+  // A job on cpu-0 ends: its node's NodeSet, known from the index, without a node event.
+  slurm::Job job;
+  job.id = 7;
+  job.nodes = "cpu-0";
+  touched = feed_changes(index, {}, {{slurm::JobEvent::Type::kRemoved, job, std::nullopt}},
+                         {linked, fresh});
+  EXPECT_EQ(touched.nodesets, std::set<std::string>{"cpu"});
+  EXPECT_TRUE(touched.unlinked.empty());
+
+  // Gone: its NodeSet hears of it once more, and the index forgets it.
+  touched =
+      feed_changes(index, {{slurm::NodeEvent::Type::kRemoved, linked, std::nullopt}}, {}, {fresh});
+  EXPECT_EQ(touched.nodesets, std::set<std::string>{"cpu"});
+  EXPECT_EQ(index.nodeset_of("cpu-0"), "");
+}
+
+TEST(NodeSetIndex, AJobNodeListThatDoesNotParseWakesEveryNodeSet) {
+  NodeSetIndex index;
+  slurm::Job job;
+  job.nodes = "cpu-[0";
+  EXPECT_TRUE(
+      feed_changes(index, {}, {{slurm::JobEvent::Type::kAdded, job, std::nullopt}}, {}).everything);
 }
 
 TEST(MaxUnavailable, IntegersAndPercentagesRoundUp) {
