@@ -1,21 +1,19 @@
-// slurm-operator: runs the Controller, RestApi, Accounting, LoginSet and Token controllers of
-// slinky.slurm.net/v1beta1 resources, with optional leader election, health and metrics
-// endpoints, and a clean stop on SIGTERM (controllers drained, lease released).
+// slurm-operator: the controllers of slinky.slurm.net/v1beta1 resources (Controller, RestApi,
+// Accounting, LoginSet, Token, NodeSet), run by a kube::Manager (leader election, health and
+// metrics endpoints, a clean stop on SIGTERM). Here: flags and wiring.
 #include <malloc.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <random>
 
 #include "base/log.hpp"
-#include "cmd/endpoints.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "kube/events.hpp"
-#include "kube/leader.hpp"
+#include "kube/manager.hpp"
 #include "operator/operator.hpp"
 
 namespace {
@@ -133,6 +131,8 @@ int main(int argc, char** argv) {
                                     ? op::OperatorOptions::DrainMirror::kCondition
                                     : op::OperatorOptions::DrainMirror::kNone;
 
+  // Before any thread: only the Manager takes SIGTERM and SIGINT.
+  kube::Manager::block_signals();
   auto config = kube::load_default(kubeconfig, context);
   if (!config) {
     log::error("operator.config_failed", {{"error", config.error().to_string()}});
@@ -141,95 +141,27 @@ int main(int argc, char** argv) {
   // Two allocator arenas instead of glibc's eight a core: with some forty threads, freed
   // memory spread over many arenas stayed resident (255 MiB instead of 114 at 1,000 pods).
   mallopt(M_ARENA_MAX, 2);
-  // Signals are taken by sigtimedwait below, never by a worker thread.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   metrics::Registry registry;
   client_options.metrics = &registry;
   client_options.user_agent = "slurm-operator";
   client_options.timeout = std::chrono::milliseconds(8000);  // below the lease's renew deadline
   kube::Client client(*config, client_options);
-  const std::string me = identity();
-  kube::EventRecorder events(client, {"slurm-operator", me});
-  op::Operator operator_(client, events, options, &registry);
-
-  cmd::Endpoints endpoints(registry, [&] { return operator_.synced(); });
-  const bool same = metrics_addr == health_addr;
-  for (const auto& [address, with_metrics, with_health] :
-       {std::tuple{metrics_addr, true, same}, std::tuple{health_addr, same, true}}) {
-    if (same && !with_metrics) {
-      continue;
-    }
-    if (auto served = endpoints.serve(address, with_metrics, with_health); !served) {
-      log::error("operator.listen_failed", {{"address", address}, {"error", served.error()}});
-      return 2;
-    }
-  }
-  log::info("operator.starting", {{"identity", me},
-                                  {"server", config->server},
-                                  {"namespaces", namespaces.empty() ? "*" : namespaces},
-                                  {"leader_elect", leader_elect ? "true" : "false"}});
-  operator_.start_informers();
-  // Reconciling from half-filled caches would report objects as missing that only were not
-  // listed yet; an API server that does not answer keeps the operator waiting here, unready.
-  while (!operator_.wait_for_sync(std::chrono::seconds(30))) {
-    log::warn("operator.waiting_for_caches", {{"server", config->server}});
-    sigset_t pending;
-    if (sigpending(&pending) == 0 &&
-        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
-      operator_.stop();
-      return 0;
-    }
-  }
-
-  std::unique_ptr<kube::LeaderElector> elector;
-  std::atomic<bool> lost{false};
-  std::atomic<bool> stopping{false};
+  kube::ManagerOptions manager;
+  manager.name = "operator";
+  manager.identity = identity();
+  manager.metrics_addr = metrics_addr;
+  manager.health_addr = health_addr;
+  manager.registry = &registry;
+  manager.about = {{"server", config->server},
+                   {"namespaces", namespaces.empty() ? "*" : namespaces}};
   if (leader_elect) {
     kube::LeaderElectionOptions lease;
     lease.lease_namespace = leader_namespace.empty() ? config->namespace_name : leader_namespace;
     lease.lease_name = leader_id;
-    lease.identity = me;
-    lease.metrics = &registry;
-    kube::LeaderCallbacks callbacks;
-    callbacks.started_leading = [&] {
-      log::info("operator.leading", {{"identity", me}});
-      operator_.start_controllers();
-    };
-    callbacks.stopped_leading = [&] {
-      if (stopping) {
-        return;  // our own SIGTERM: the lease is being released
-      }
-      // Another replica may act now: stop at once and let the process restart clean.
-      lost = true;
-      kill(getpid(), SIGTERM);
-    };
-    elector = std::make_unique<kube::LeaderElector>(client, lease, callbacks);
-    elector->start();
-  } else {
-    operator_.start_controllers();
+    manager.leader_election = lease;
   }
-
-  // Memory freed after a burst (a thousand pods created, a Slurm list decoded) goes back to
-  // the system once a minute instead of staying in the allocator for the next burst.
-  int signal = 0;
-  const timespec trim_period{60, 0};
-  while ((signal = sigtimedwait(&signals, nullptr, &trim_period)) < 0) {
-    malloc_trim(0);
-  }
-  log::info("operator.stopping",
-            {{"signal", std::to_string(signal)}, {"lost_lease", lost ? "true" : "false"}});
-  stopping = true;
-  operator_.stop_controllers();
-  if (elector) {
-    elector->stop();  // releases the lease: a successor need not wait for it to expire
-  }
-  operator_.stop();
-  events.flush(std::chrono::seconds(3));
-  endpoints.stop();
-  return lost ? 1 : 0;
+  kube::EventRecorder events(client, {"slurm-operator", manager.identity});
+  op::Operator operator_(client, events, options, &registry);
+  return kube::Manager(client, events, manager).run(operator_);
 }

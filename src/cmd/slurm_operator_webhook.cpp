@@ -6,9 +6,9 @@
 #include <iostream>
 
 #include "base/log.hpp"
-#include "cmd/endpoints.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
+#include "kube/endpoints.hpp"
 #include "webhook/server.hpp"
 
 int main(int argc, char** argv) {
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     cert_file = cert_dir + "/tls.crt";
     key_file = cert_dir + "/tls.key";
   }
-  auto where = cmd::parse_address(server_addr);
+  auto where = kube::parse_address(server_addr);
   if (!where) {
     std::cerr << "--server-addr: " << where.error() << "\n";
     return 2;

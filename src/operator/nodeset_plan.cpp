@@ -731,33 +731,126 @@ std::string to_string(const Change& change) {
   return std::visit(Describe{}, change);
 }
 
-NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
-  NodeSetPlan plan;
-  const api::NodeSet& n = world.nodeset;
-  const std::string& ns = n.metadata.namespace_name;
-  if (!world.controller) {
-    plan.stop = Readiness{false, "ControllerNotFound",
-                          "Controller " + ns + "/" + n.spec.controller_ref.name +
-                              " (spec.controllerRef) does not exist"};
-    return plan;
-  }
-  if (auto conf = build::slurmd_conf(n); !conf) {
-    plan.stop = Readiness{false, "InvalidConfig", conf.error()};
-    return plan;
-  }
-  const bool daemon = n.spec.scaling_mode == "DaemonSet";
-  const build::NodeSetInputs in{*world.controller};
-  const slurm::Time now = world.now;
-  const std::string stamp = kube::format_time(now);
-  const auto add = [&](Change change, const std::string& chain, FailureEffect effect,
-                       const std::string& reason, std::vector<NodeSetEvent> events = {},
-                       bool guards_rest = false) {
+namespace {
+
+const std::map<std::string, slurm::Node> kNoNodes;
+
+// plan_nodeset's work, one method a stage of the decision, in the order they run. What one stage
+// decides the next reads from the members.
+struct Planner {
+  explicit Planner(const NodeSetWorld& w)
+      : world(w),
+        n(w.nodeset),
+        ns(w.nodeset.metadata.namespace_name),
+        daemon(w.nodeset.spec.scaling_mode == "DaemonSet"),
+        in{w.controller.value_or(api::Controller{})},
+        now(w.now),
+        stamp(kube::format_time(w.now)),
+        slurm_ok(w.slurm.health == SlurmHealth::kSynced),
+        slurm_why(slurm_reason(w.slurm.health)),
+        slurm_problem(w.slurm.problem),
+        nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : kNoNodes) {}
+
+  void add(Change change, const std::string& chain, FailureEffect effect, const std::string& reason,
+           std::vector<NodeSetEvent> events = {}, bool guards_rest = false) {
     plan.actions.push_back(
         {std::move(change), chain, effect, reason, std::move(events), guards_rest});
-  };
+  }
+  const slurm::Node* node_of(const WorkerPod& w) const {
+    const auto it = nodes.find(w.hostname);
+    return it == nodes.end() ? nullptr : &it->second;
+  }
+  // A pod that should go and cannot: DeletionBlocked, with the first reason.
+  void block(const std::string& reason, const std::string& message) {
+    if (plan.blocked_reason.empty()) {
+      plan.blocked_reason = reason;
+    }
+    plan.blocked.push_back(message);
+  }
+  void delete_pod(const WorkerPod& w, const std::string& why,
+                  std::vector<NodeSetEvent> before = {}) {
+    before.push_back({false, "DeletedPod", "Deleted pod " + w.name + ": " + why});
+    add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
+        std::move(before));
+    deleted.insert(w.name);
+  }
+  void set_pod_cordon(const WorkerPod& w, bool on) {
+    if (w.cordoned != on) {
+      add(PatchPod{w.name,
+                   "cordon",
+                   {{"metadata",
+                     {{"annotations",
+                       {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}},
+                   false},
+          w.name, FailureEffect::kSync, "SyncFailed");
+    }
+  }
+  void release_claims(const WorkerPod& w, const std::string& why);
 
+  void keep_revisions();
+  void read_pods();
+  void replace_exited();
+  void choose();
+  void keep_finalizers_and_reservation();
+  void drain_and_delete();
+  void create_missing();
+  void mirror_the_pods_that_stay();
+  void kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node);
+  void slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool protect);
+  void prune_slurm_records();
+  void write_status();
+
+  const NodeSetWorld& world;
+  const api::NodeSet& n;
+  const std::string& ns;
+  const bool daemon;
+  const build::NodeSetInputs in;
+  const slurm::Time now;
+  const std::string stamp;
+  const bool slurm_ok;  // without a synced feed nothing that runs is deleted
+  const std::string slurm_why;
+  const std::string& slurm_problem;
+  const std::map<std::string, slurm::Node>& nodes;
+
+  NodeSetPlan plan;
+  std::string revision;
+  std::vector<WorkerPod> pods;    // with deadlines, and the operator's deletions as terminating
+  std::vector<WorkerPod> active;  // neither terminating nor finished, in the order they would go
+  std::set<std::string> deleted;  // pods this plan deletes: nothing more is written to them
+  std::map<std::string, std::string> eligible;  // DaemonSet mode: Node name -> hostname
+  int64_t want = 0;
+  std::map<std::string, std::string> condemned;  // pod -> why it goes
+  std::set<std::string> outdated_pods;           // ScheduledUpdate: waiting for the window
+  std::set<std::string> fresh_hostnames;         // of the pods this plan creates
+  int64_t slurm_idle = 0;
+  int64_t slurm_allocated = 0;
+  int64_t slurm_down = 0;
+  int64_t slurm_drain = 0;
+};
+
+// whenScaled: Delete: a pod removed by a scale-in takes its claims with it (the pod becomes
+// their owner, so garbage collection deletes them after the pod).
+void Planner::release_claims(const WorkerPod& w, const std::string& why) {
+  if (!why.starts_with("scale-in") ||
+      n.spec.persistent_volume_claim_retention_policy.when_scaled != "Delete") {
+    return;
+  }
+  const std::string suffix =
+      daemon ? w.hostname : build::nodeset_padded_ordinal(n, std::max<int64_t>(w.ordinal, 0));
+  GiveClaimsToPod give{w.name, w.uid, {}};
+  for (const auto& claim : build::build_nodeset_claims(n, suffix)) {
+    json owners = claim["metadata"].value("ownerReferences", json::array());
+    owners.push_back({{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", w.name}, {"uid", w.uid}});
+    give.owners[claim["metadata"].value("name", "")] = owners;
+  }
+  if (!give.owners.empty()) {
+    add(std::move(give), w.name, FailureEffect::kSync, "SyncFailed");
+  }
+}
+
+void Planner::keep_revisions() {
   // The current revision, kept as a ControllerRevision; older ones beyond the history limit go.
-  const std::string revision = build::nodeset_revision_name(n, in);
+  revision = build::nodeset_revision_name(n, in);
   plan.revision = revision;
   int64_t highest = 0;
   bool have_revision = false;
@@ -792,19 +885,15 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
       --unused;
     }
   }
+}
 
-  // Slurm's side. Without a synced feed nothing that runs is deleted.
-  const bool slurm_ok = world.slurm.health == SlurmHealth::kSynced;
-  const std::string slurm_why = slurm_reason(world.slurm.health);
-  const std::string& slurm_problem = world.slurm.problem;
-  static const std::map<std::string, slurm::Node> kNoNodes;
-  const std::map<std::string, slurm::Node>& nodes =
-      slurm_ok && world.slurm.snapshot.nodes ? *world.slurm.snapshot.nodes : kNoNodes;
+// Slurm's side of each pod: when its work ends; and the first pod that cannot start.
+void Planner::read_pods() {
   std::map<std::string, slurm::Time> deadlines;
   if (slurm_ok && world.slurm.snapshot.jobs) {
     deadlines = node_deadlines(*world.slurm.snapshot.jobs, nodes);
   }
-  std::vector<WorkerPod> pods = world.pods;
+  pods = world.pods;
   for (auto& w : pods) {
     if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
       w.deadline = it->second;
@@ -824,57 +913,10 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   if (failing_count > 1) {
     plan.failing += " (and " + std::to_string(failing_count - 1) + " more pods)";
   }
-  const auto node_of = [&](const WorkerPod& w) -> const slurm::Node* {
-    const auto it = nodes.find(w.hostname);
-    return it == nodes.end() ? nullptr : &it->second;
-  };
-  const auto block = [&](const std::string& reason, const std::string& message) {
-    if (plan.blocked_reason.empty()) {
-      plan.blocked_reason = reason;
-    }
-    plan.blocked.push_back(message);
-  };
-  std::set<std::string> deleted;  // pods this plan deletes: nothing more is written to them
-  const auto delete_pod = [&](const WorkerPod& w, const std::string& why,
-                              std::vector<NodeSetEvent> before = {}) {
-    before.push_back({false, "DeletedPod", "Deleted pod " + w.name + ": " + why});
-    add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
-        std::move(before));
-    deleted.insert(w.name);
-  };
-  const auto set_pod_cordon = [&](const WorkerPod& w, bool on) {
-    if (w.cordoned != on) {
-      add(PatchPod{w.name,
-                   "cordon",
-                   {{"metadata",
-                     {{"annotations",
-                       {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}},
-                   false},
-          w.name, FailureEffect::kSync, "SyncFailed");
-    }
-  };
-  // whenScaled: Delete: a pod removed by a scale-in takes its claims with it (the pod becomes
-  // their owner, so garbage collection deletes them after the pod).
-  const auto release_claims = [&](const WorkerPod& w, const std::string& why) {
-    if (!why.starts_with("scale-in") ||
-        n.spec.persistent_volume_claim_retention_policy.when_scaled != "Delete") {
-      return;
-    }
-    const std::string suffix =
-        daemon ? w.hostname : build::nodeset_padded_ordinal(n, std::max<int64_t>(w.ordinal, 0));
-    GiveClaimsToPod give{w.name, w.uid, {}};
-    for (const auto& claim : build::build_nodeset_claims(n, suffix)) {
-      json owners = claim["metadata"].value("ownerReferences", json::array());
-      owners.push_back({{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", w.name}, {"uid", w.uid}});
-      give.owners[claim["metadata"].value("name", "")] = owners;
-    }
-    if (!give.owners.empty()) {
-      add(std::move(give), w.name, FailureEffect::kSync, "SyncFailed");
-    }
-  };
+}
 
+void Planner::replace_exited() {
   // Pods whose slurmd has exited hold no job: they are replaced.
-  std::vector<WorkerPod> active;
   for (const auto& w : pods) {
     if (w.terminating) {
       ++plan.terminating;
@@ -885,10 +927,11 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
       active.push_back(w);
     }
   }
+}
 
+void Planner::choose() {
   // DaemonSet mode: one pod on each Node the pod template accepts (by hostname), replicas
   // ignored.
-  std::map<std::string, std::string> eligible;  // Node name -> hostname
   if (daemon) {
     auto probe =
         build::build_nodeset_pod(n, in, build::PodIdentity{"probe", "probe", "", "probe"}, "");
@@ -901,12 +944,15 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   }
 
   // Which pods go (choose_victims), in the order they go.
-  const int64_t want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
+  want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
   plan.want = want;
   Victims victims = choose_victims(n, std::move(active), nodes, want, revision, eligible);
-  std::map<std::string, std::string>& condemned = victims.condemned;
+  condemned = std::move(victims.condemned);
+  outdated_pods = std::move(victims.outdated);
   active = std::move(victims.order);
+}
 
+void Planner::keep_finalizers_and_reservation() {
   // Finalizers: slurm-nodes while pruneSlurmNodeRecords is NodeNotFound; the reservation's
   // while one may exist.
   const auto holds = [&](std::string_view finalizer) {
@@ -944,7 +990,7 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   };
   std::vector<const WorkerPod*> outdated;
   for (const auto& w : active) {
-    if (victims.outdated.count(w.name) != 0) {
+    if (outdated_pods.count(w.name) != 0) {
       outdated.push_back(&w);
     }
   }
@@ -1043,7 +1089,9 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   if (!finalizers_written && finalizers != world.finalizers) {
     add(SetFinalizers{finalizers}, "", FailureEffect::kSync, "SyncFailed");
   }
+}
 
+void Planner::drain_and_delete() {
   // Drain, wait, delete. Fail-closed at every step where Slurm's answer is missing.
   for (const auto& w : active) {
     const auto it = condemned.find(w.name);
@@ -1088,11 +1136,12 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
     release_claims(w, why);
     delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
   }
+}
 
+void Planner::create_missing() {
   // New pods: DaemonSet mode, one on each eligible Node without one; else in the lowest free
   // ordinals. Pods on their way out (deleted just now included) still hold their names and
   // Nodes: their replacements wait for them to go.
-  std::set<std::string> fresh_hostnames;
   size_t creates = 0;
   const auto create_pod = [&](Result<json, std::string> pod, const std::string& name,
                               const std::string& claim_suffix) {
@@ -1152,13 +1201,11 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
                build::nodeset_pod_name(n, ordinal), build::nodeset_padded_ordinal(n, ordinal));
     --missing;
   }
+}
 
+void Planner::mirror_the_pods_that_stay() {
   // The pods that stay: Kubernetes cordons reach Slurm, Slurm's state reaches the pods.
   const bool protect = n.spec.workload_disruption_protection.value_or(true);
-  int64_t slurm_idle = 0;
-  int64_t slurm_allocated = 0;
-  int64_t slurm_down = 0;
-  int64_t slurm_drain = 0;
   for (const auto& w : active) {
     const bool going = condemned.count(w.name) != 0;
     if (w.ready) {
@@ -1193,93 +1240,105 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
     slurm_drain += node->drain() ? 1 : 0;
 
     if (!going && !w.kube_node.empty() && w.phase == "Running") {
-      const std::string key = pod_key(ns, w.name);
-      const auto found = world.kube_nodes.find(w.kube_node);
-      const kube::Document* kube_node =
-          found == world.kube_nodes.end() ? nullptr : found->second.get();
-      const bool cordoned =
-          kube_node != nullptr && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
-      const bool admin = !node->reason.empty() && !operator_reason(node->reason);
-      if (cordoned && !admin) {
-        const std::string reason = cordon_reason(kube_node->doc, key);
-        if (!node->drain() || node->reason != reason) {
-          add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
-              "SlurmUpdateFailed",
-              {{false, "NodeCordon",
-                "Kubernetes node " + w.kube_node + " is cordoned: drained " + w.hostname +
-                    " (pod " + w.name + ")"}});
-        }
-        set_pod_cordon(w, true);
-      } else if (!cordoned) {
-        if (node->drain() && operator_reason(node->reason)) {
-          add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
-              "SlurmUpdateFailed",
-              {{false, "NodeUncordon",
-                "Undrained " + w.hostname + " (pod " + w.name +
-                    "): the operator's drain no longer applies"}});
-        } else if (node->has("DOWN") && !node->has("NOT_RESPONDING") &&
-                   operator_reason(node->reason) && w.ready) {
-          // Down from a previous pod's preStop; this pod's slurmd runs.
-          add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
-        }
-        set_pod_cordon(w, false);
-      }
-      if (kube_node != nullptr &&
-          world.mirror_slurm_drains != OperatorOptions::DrainMirror::kNone) {
-        for (auto& patch : mirror_admin_drain(
-                 *kube_node, w.hostname, *node, admin && node->drain(),
-                 world.mirror_slurm_drains == OperatorOptions::DrainMirror::kTaint, stamp)) {
-          add(std::move(patch), "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed");
-        }
-      }
-      // The pod <-> node link, in the node's comment.
-      const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
-      slurm::NodeUpdate link;
-      if (node->comment != info) {
-        link.comment = info;
-      }
-      if (kube_node != nullptr) {
-        const std::string topology = annotation(kube_node->doc, api::kAnnotationNodeTopologySpec);
-        // Never an empty topology: it would unset what the admin configured.
-        if (!topology.empty() && topology != node->topology) {
-          link.topology = topology;
-        }
-        // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
-        // features (its NodeSet's, the admin's) stay.
-        const std::string spec = annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec);
-        const auto wanted = node_features(spec, node->features);
-        if (wanted != node->features) {
-          link.features = wanted;
-          link.active_features = node_features(spec, node->active_features);
-        }
-      }
-      if (link.comment || link.topology || link.features) {
-        add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
-      }
+      kubernetes_to_slurm(w, *node);
     }
 
-    // Slurm → the pod: conditions and the pod-protect label; a pod deleted now would answer
-    // 404, or take a write it is about to lose.
-    if (deleted.count(w.name) != 0) {
-      continue;
-    }
-    if (json conditions = condition_patch(w, *node, stamp); !conditions.empty()) {
-      add(PatchPod{w.name, "conditions", {{"status", {{"conditions", conditions}}}}, true}, w.name,
-          FailureEffect::kSync, "SyncFailed");
-    }
-    const bool protect_wanted = protect && node->busy();
-    if (w.protect_label != protect_wanted) {
-      add(PatchPod{w.name,
-                   "protect",
-                   {{"metadata",
-                     {{"labels",
-                       {{api::kLabelNodeSetPodProtect,
-                         protect_wanted ? json("true") : json(nullptr)}}}}}},
-                   false},
-          w.name, FailureEffect::kSync, "SyncFailed");
+    // Slurm → the pod; a pod deleted now would answer 404, or take a write it is about to lose.
+    if (deleted.count(w.name) == 0) {
+      slurm_to_pod(w, *node, protect);
     }
   }
+}
 
+// A running pod's Kubernetes side reaches Slurm: a cordon drains (an administrator's drain is
+// never touched), an uncordon undoes the operator's drain; an administrator's drain shows on
+// the Node when asked; the node's comment links it to its pod, its topology and features follow
+// the Node's annotations.
+void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
+  const std::string key = pod_key(ns, w.name);
+  const auto found = world.kube_nodes.find(w.kube_node);
+  const kube::Document* kube_node = found == world.kube_nodes.end() ? nullptr : found->second.get();
+  const bool cordoned =
+      kube_node != nullptr && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
+  const bool admin = !node.reason.empty() && !operator_reason(node.reason);
+  if (cordoned && !admin) {
+    const std::string reason = cordon_reason(kube_node->doc, key);
+    if (!node.drain() || node.reason != reason) {
+      add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
+          "SlurmUpdateFailed",
+          {{false, "NodeCordon",
+            "Kubernetes node " + w.kube_node + " is cordoned: drained " + w.hostname + " (pod " +
+                w.name + ")"}});
+    }
+    set_pod_cordon(w, true);
+  } else if (!cordoned) {
+    if (node.drain() && operator_reason(node.reason)) {
+      add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
+          "SlurmUpdateFailed",
+          {{false, "NodeUncordon",
+            "Undrained " + w.hostname + " (pod " + w.name +
+                "): the operator's drain no longer applies"}});
+    } else if (node.has("DOWN") && !node.has("NOT_RESPONDING") && operator_reason(node.reason) &&
+               w.ready) {
+      // Down from a previous pod's preStop; this pod's slurmd runs.
+      add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+    }
+    set_pod_cordon(w, false);
+  }
+  if (kube_node != nullptr && world.mirror_slurm_drains != OperatorOptions::DrainMirror::kNone) {
+    for (auto& patch : mirror_admin_drain(
+             *kube_node, w.hostname, node, admin && node.drain(),
+             world.mirror_slurm_drains == OperatorOptions::DrainMirror::kTaint, stamp)) {
+      add(std::move(patch), "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed");
+    }
+  }
+  // The pod <-> node link, in the node's comment.
+  const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
+  slurm::NodeUpdate link;
+  if (node.comment != info) {
+    link.comment = info;
+  }
+  if (kube_node != nullptr) {
+    const std::string topology = annotation(kube_node->doc, api::kAnnotationNodeTopologySpec);
+    // Never an empty topology: it would unset what the admin configured.
+    if (!topology.empty() && topology != node.topology) {
+      link.topology = topology;
+    }
+    // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
+    // features (its NodeSet's, the admin's) stay.
+    const std::string spec = annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec);
+    const auto wanted = node_features(spec, node.features);
+    if (wanted != node.features) {
+      link.features = wanted;
+      link.active_features = node_features(spec, node.active_features);
+    }
+  }
+  if (link.comment || link.topology || link.features) {
+    add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+  }
+}
+
+// Slurm's state reaches the pod: its SlurmNodeState* conditions and the pod-protect label.
+void Planner::slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool protect) {
+  if (json conditions = condition_patch(w, node, stamp); !conditions.empty()) {
+    add(PatchPod{w.name, "conditions", {{"status", {{"conditions", conditions}}}}, true}, w.name,
+        FailureEffect::kSync, "SyncFailed");
+  }
+  const bool protect_wanted = protect && node.busy();
+  if (w.protect_label != protect_wanted) {
+    add(
+        PatchPod{
+            w.name,
+            "protect",
+            {{"metadata",
+              {{"labels",
+                {{api::kLabelNodeSetPodProtect, protect_wanted ? json("true") : json(nullptr)}}}}}},
+            false},
+        w.name, FailureEffect::kSync, "SyncFailed");
+  }
+}
+
+void Planner::prune_slurm_records() {
   // pruneSlurmNodeRecords: NodeNotFound: the Slurm record of a pod of this NodeSet that is gone
   // (its comment names the NodeSet, no pod has its name, no slurmd answers for it, no job on
   // it) is deleted, so sinfo lists what exists. Never a record a pod is coming back to.
@@ -1300,7 +1359,9 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
             "Deleted Slurm node " + name + ": its pod " + info.value("podName", "") + " is gone"}});
     }
   }
+}
 
+void Planner::write_status() {
   // pinToNode: where each ordinal runs, kept while its pod is away and its node exists.
   json ordinal_to_node = json::object();
   if (n.spec.pin_to_node && !daemon) {
@@ -1339,7 +1400,33 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
       plan.status_changed = true;
     }
   }
-  return plan;
+}
+
+}  // namespace
+
+NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
+  Planner p(world);
+  if (!world.controller) {
+    p.plan.stop = Readiness{false, "ControllerNotFound",
+                            "Controller " + p.ns + "/" + world.nodeset.spec.controller_ref.name +
+                                " (spec.controllerRef) does not exist"};
+    return std::move(p.plan);
+  }
+  if (auto conf = build::slurmd_conf(world.nodeset); !conf) {
+    p.plan.stop = Readiness{false, "InvalidConfig", conf.error()};
+    return std::move(p.plan);
+  }
+  p.keep_revisions();
+  p.read_pods();
+  p.replace_exited();
+  p.choose();
+  p.keep_finalizers_and_reservation();
+  p.drain_and_delete();
+  p.create_missing();
+  p.mirror_the_pods_that_stay();
+  p.prune_slurm_records();
+  p.write_status();
+  return std::move(p.plan);
 }
 
 NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,

@@ -2,7 +2,7 @@
 // the operator owns or reads (ConfigMaps, Secrets, Services, StatefulSets, Deployments, slurmd
 // Pods, ControllerRevisions, Nodes), a controller per kind, and the Slurm clients they share
 // (whose change feeds enqueue the NodeSets of their cluster). start() after construction; stop()
-// before destruction. Leader election and the HTTP endpoints belong to the binary.
+// before destruction. A kube::Manager runs it: leader election, the HTTP endpoints, signals.
 #pragma once
 
 #include <memory>
@@ -11,6 +11,7 @@
 #include "base/metrics.hpp"
 #include "kube/controller.hpp"
 #include "kube/events.hpp"
+#include "kube/manager.hpp"
 #include "operator/cache.hpp"
 #include "operator/nodeset.hpp"
 #include "operator/reconcilers.hpp"
@@ -18,22 +19,22 @@
 
 namespace tightrope::op {
 
-class Operator {
+class Operator : public kube::Runnable {
  public:
   Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
            metrics::Registry* metrics);
-  ~Operator();
+  ~Operator() override;
   Operator(const Operator&) = delete;
   Operator& operator=(const Operator&) = delete;
 
   // Starts the informers (at once: a standby keeps warm caches) and, with start_controllers,
   // the controllers.
-  void start_informers();
-  bool wait_for_sync(std::chrono::milliseconds timeout);
-  void start_controllers();
-  void stop_controllers();
-  void stop();
-  bool synced() const;
+  void start_informers() override;
+  bool wait_for_sync(std::chrono::milliseconds timeout) override;
+  void start_controllers() override;
+  void stop_controllers() override;
+  void stop() override;
+  bool synced() const override;
 
   SlurmClients& slurm_clients() { return slurm_; }
 

@@ -1,8 +1,8 @@
-#include "cmd/endpoints.hpp"
+#include "kube/endpoints.hpp"
 
 #include <httplib.h>
 
-namespace tightrope::cmd {
+namespace tightrope::kube {
 
 tightrope::Result<HostPort, std::string> parse_address(const std::string& address) {
   const size_t colon = address.rfind(':');
@@ -83,4 +83,4 @@ void Endpoints::stop() {
   servers_.clear();
 }
 
-}  // namespace tightrope::cmd
+}  // namespace tightrope::kube

@@ -1,5 +1,5 @@
-// The operator's plain-HTTP endpoints: /healthz (the process serves), /readyz (its caches are
-// filled) and /metrics (Prometheus text). One listener per address; an address is "host:port",
+// A controller process's plain-HTTP endpoints: /healthz (the process serves), /readyz (its caches
+// are filled) and /metrics (Prometheus text). One listener per address; an address is "host:port",
 // ":port" for every interface, or "0" for none.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace httplib {
 class Server;
 }
 
-namespace tightrope::cmd {
+namespace tightrope::kube {
 
 struct HostPort {
   std::string host;
@@ -44,4 +44,4 @@ class Endpoints {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace tightrope::cmd
+}  // namespace tightrope::kube
