@@ -111,6 +111,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   const auto doc = cache_.get(type, key);
   if (!doc) {
     expectations_.forget(key);
+    std::lock_guard lock(decoded_mu_);
+    decoded_.erase(key);
     return settled();
   }
   if (doc->meta.deleting) {
@@ -172,11 +174,27 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
       world.revisions.emplace_back(r->doc.value("revision", int64_t{0}), r->meta.name);
     }
   }
-  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
-    const kube::OwnerReference* owner = p->meta.controller_ref();
-    if (owner != nullptr && owner->uid == ns_ref.metadata.uid) {
-      world.pods.push_back(worker_pod(ns_ref, p->doc));
+  {
+    // Each pod is decoded once a version (and NodeSet generation: names follow the spec).
+    std::lock_guard lock(decoded_mu_);
+    DecodedPods& known = decoded_[key];
+    DecodedPods now;
+    now.generation = ns_ref.metadata.generation;
+    for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+      const kube::OwnerReference* owner = p->meta.controller_ref();
+      if (owner == nullptr || owner->uid != ns_ref.metadata.uid) {
+        continue;
+      }
+      const auto seen = known.pods.find(p->meta.uid);
+      if (known.generation == now.generation && seen != known.pods.end() &&
+          seen->second.first == p->meta.resource_version) {
+        now.pods.insert(known.pods.extract(seen));
+      } else {
+        now.pods[p->meta.uid] = {p->meta.resource_version, worker_pod(ns_ref, p->doc)};
+      }
+      world.pods.push_back(now.pods[p->meta.uid].second);
     }
+    known = std::move(now);
   }
   world.expected = expectations_.pending(key, world.pods, PodExpectations::Clock::now());
   for (auto& node : cache_.list_all(kube::resources::nodes())) {

@@ -65,6 +65,13 @@ class NodeSetReconciler : public ResourceReconciler {
 
  private:
   PodExpectations expectations_;
+  // The NodeSets' pods as last decoded, by uid with the resourceVersion decoded.
+  struct DecodedPods {
+    int64_t generation = 0;
+    std::map<std::string, std::pair<std::string, WorkerPod>> pods;
+  };
+  std::mutex decoded_mu_;
+  std::map<std::string, DecodedPods> decoded_;  // by NodeSet key
 
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
   // Runs the actions, each chain in order and chains side by side (at most

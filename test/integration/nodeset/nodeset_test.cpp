@@ -6,6 +6,7 @@
 // never undone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <set>
 
@@ -750,6 +751,46 @@ TEST_F(NodeSetTest, ADeletedNodeSetTakesItsSlurmRecordsWhenAsked) {
   EXPECT_TRUE(eventually([&] { return !client_->get(resources::nodesets(), ns_, nodeset_).ok(); },
                          kConverge));
   EXPECT_TRUE(pods().empty());
+}
+
+// The API server refuses the pods (their PriorityClass does not exist): the NodeSet says so in
+// Ready and a Warning Event, retries with backoff, and creates them once the class exists.
+TEST_F(NodeSetTest, ARefusedCreationIsAConditionAndAnEventAndIsRetried) {
+  const std::string priority = "tightrope-" + ns_;
+  const kube::ResourceType priority_classes{"scheduling.k8s.io", "v1", "priorityclasses",
+                                            "PriorityClass", false};
+  create(resources::nodesets(), {{"apiVersion", "slinky.slurm.net/v1beta1"},
+                                 {"kind", "NodeSet"},
+                                 {"metadata", {{"name", nodeset_}}},
+                                 {"spec",
+                                  {{"controllerRef", {{"name", "slurm"}}},
+                                   {"replicas", 1},
+                                   {"extraConf", "Features=" + TestBed::var("SLURM_PARTITION")},
+                                   {"template", {{"spec", {{"priorityClassName", priority}}}}}}}});
+  ASSERT_TRUE(
+      eventually([&] { return nodeset_condition("Ready") == "False/CreateFailed"; }, kConverge));
+  const auto warned = [&] {
+    auto events = client_->list(kube::resources::events(), ns_, {});
+    if (!events) {
+      return false;
+    }
+    return std::any_of(events->items.begin(), events->items.end(), [&](const json& e) {
+      return e.value("type", "") == "Warning" && e.value("reason", "") == "CreateFailed" &&
+             e.value("/involvedObject/name"_json_pointer, std::string()) == nodeset_;
+    });
+  };
+  EXPECT_TRUE(eventually(warned, kConverge));
+  EXPECT_TRUE(pods().empty());
+
+  auto made = client_->create(priority_classes, "",
+                              {{"apiVersion", "scheduling.k8s.io/v1"},
+                               {"kind", "PriorityClass"},
+                               {"metadata", {{"name", priority}}},
+                               {"value", 1000}});
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  EXPECT_TRUE(eventually([&] { return nodeset_condition("Ready") == "True/AllReady"; }, kConverge));
+  (void)client_->remove(priority_classes, "", priority);
 }
 
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {

@@ -17,6 +17,7 @@
 #include "kube/time.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/conditions.hpp"
+#include "samples.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -25,17 +26,7 @@ using nlohmann::json;
 
 using api::testing::decoded;
 
-api::Controller controller() {
-  return decoded(api::decode_controller(api::testing::yaml_to_json(R"(
-apiVersion: slinky.slurm.net/v1beta1
-kind: Controller
-metadata: {name: slurm, namespace: hpc, uid: c-uid}
-spec:
-  slurmKeyRef: {name: slurm-key, key: slurm.key}
-  jwtKeyRef: {name: jwt-key, key: jwt.key}
-)")
-                                            .front()));
-}
+using testing::controller;
 
 api::NodeSet nodeset(int replicas) {
   api::NodeSet n = decoded(api::decode_nodeset(api::testing::yaml_to_json(R"(

@@ -20,6 +20,7 @@
 #include "kube/time.hpp"
 #include "operator/nodeset.hpp"
 #include "operator/slurm_clients.hpp"
+#include "samples.hpp"
 #include "slurm/codec.hpp"
 
 namespace tightrope::op {
@@ -29,17 +30,7 @@ using nlohmann::json;
 
 using api::testing::decoded;
 
-api::Controller controller() {
-  return decoded(api::decode_controller(api::testing::yaml_to_json(R"(
-apiVersion: slinky.slurm.net/v1beta1
-kind: Controller
-metadata: {name: slurm, namespace: hpc, uid: c-uid}
-spec:
-  slurmKeyRef: {name: slurm-key, key: slurm.key}
-  jwtKeyRef: {name: jwt-key, key: jwt.key}
-)")
-                                            .front()));
-}
+using testing::controller;
 
 api::NodeSet nodeset(const std::string& extra_yaml = "") {
   return decoded(api::decode_nodeset(api::testing::yaml_to_json(R"(
