@@ -256,6 +256,17 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
     }
     chains[it->second].push_back(&a);
   }
+  // Deletions, drains and the NodeSet's own writes first, then creations, then the chains that
+  // only mirror state (pod conditions, labels, node links): a new pod never waits behind a
+  // thousand condition patches for the API server's rate limit.
+  std::vector<const std::vector<const Action*>*> decisions;
+  std::vector<const std::vector<const Action*>*> mirrors;
+  for (const auto& chain : chains) {
+    const bool mirror_only = std::all_of(chain.begin(), chain.end(), [](const Action* a) {
+      return a->on_failure == FailureEffect::kSync;
+    });
+    (mirror_only ? mirrors : decisions).push_back(&chain);
+  }
   std::mutex mu;
   std::vector<ActionFailure> failures;
   const auto run_chain = [&](const std::vector<const Action*>& chain) {
@@ -277,7 +288,7 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
       }
     }
   };
-  run_parallel(chains.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(chains[i]); });
+  run_parallel(decisions.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(*decisions[i]); });
   // Slow start, as Kubernetes' own controllers create pods: batches of 1, 2, 4, ... up to
   // kMaxConcurrentCreates at once, each only after the previous one fully succeeded, so that a
   // refusal (quota, admission) costs one request.
@@ -291,6 +302,7 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
       break;
     }
   }
+  run_parallel(mirrors.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(*mirrors[i]); });
   return failures;
 }
 

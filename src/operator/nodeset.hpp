@@ -75,8 +75,8 @@ class NodeSetReconciler : public ResourceReconciler {
 
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
   // Runs the actions, each chain in order and chains side by side (at most
-  // kMaxConcurrentWrites at once; pod creations in slow-start batches); returns those that
-  // failed.
+  // kMaxConcurrentWrites at once): deletions and drains, then pod creations in slow-start
+  // batches, then the chains that only mirror state; returns those that failed.
   std::vector<ActionFailure> execute(const std::string& key, const kube::ObjectReference& self,
                                      const NodeSetWorld& world, const std::vector<Action>& actions);
   // One action; an error message when it failed.

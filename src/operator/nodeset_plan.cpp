@@ -733,7 +733,10 @@ std::string to_string(const Change& change) {
 
 namespace {
 
-const std::map<std::string, slurm::Node> kNoNodes;
+const std::map<std::string, slurm::Node>& no_nodes() {
+  static const std::map<std::string, slurm::Node> none;
+  return none;
+}
 
 // plan_nodeset's work, one method a stage of the decision, in the order they run. What one stage
 // decides the next reads from the members.
@@ -749,7 +752,7 @@ struct Planner {
         slurm_ok(w.slurm.health == SlurmHealth::kSynced),
         slurm_why(slurm_reason(w.slurm.health)),
         slurm_problem(w.slurm.problem),
-        nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : kNoNodes) {}
+        nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : no_nodes()) {}
 
   void add(Change change, const std::string& chain, FailureEffect effect, const std::string& reason,
            std::vector<NodeSetEvent> events = {}, bool guards_rest = false) {
