@@ -67,6 +67,12 @@ void PodExpectations::deleted(const std::string& nodeset, const std::string& pod
   by_nodeset_[nodeset].deletions[pod_uid] = now;
 }
 
+void PodExpectations::patched(const std::string& nodeset, const std::string& pod_uid,
+                              const std::string& resource_version, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  by_nodeset_[nodeset].patches[pod_uid] = {resource_version, now};
+}
+
 PendingPods PodExpectations::pending(const std::string& nodeset,
                                      const std::vector<WorkerPod>& cached, Clock::time_point now) {
   std::lock_guard lock(mu_);
@@ -76,9 +82,11 @@ PendingPods PodExpectations::pending(const std::string& nodeset,
     return out;
   }
   std::set<std::string> names;
-  std::set<std::string> alive;  // uids of pods not terminating
+  std::set<std::string> alive;                  // uids of pods not terminating
+  std::map<std::string, std::string> versions;  // uid -> resourceVersion
   for (const auto& w : cached) {
     names.insert(w.name);
+    versions[w.uid] = w.resource_version;
     if (!w.terminating) {
       alive.insert(w.uid);
     }
@@ -91,10 +99,17 @@ PendingPods PodExpectations::pending(const std::string& nodeset,
   for (const auto& [name, at] : e.creations) {
     out.creations.insert(name);
   }
+  std::erase_if(e.patches, [&](const auto& p) {
+    const auto seen = versions.find(p.first);
+    return seen == versions.end() || seen->second != p.second.first || now - p.second.second > ttl_;
+  });
   for (const auto& [uid, at] : e.deletions) {
     out.deletions.insert(uid);
   }
-  if (e.creations.empty() && e.deletions.empty()) {
+  for (const auto& [uid, patch] : e.patches) {
+    out.patches.insert(uid);
+  }
+  if (e.creations.empty() && e.deletions.empty() && e.patches.empty()) {
     by_nodeset_.erase(it);
   }
   return out;
@@ -193,6 +208,7 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
         now.pods[p->meta.uid] = {p->meta.resource_version, worker_pod(ns_ref, p->doc)};
       }
       world.pods.push_back(now.pods[p->meta.uid].second);
+      world.pods.back().resource_version = p->meta.resource_version;
     }
     known = std::move(now);
   }
@@ -385,11 +401,15 @@ std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
   }
   if (const auto* c = std::get_if<PatchPod>(&action.change)) {
     // A pod gone meanwhile needs nothing more.
-    return kube_error(runtime_.kube().patch(
-                          kube::resources::pods(), ns, c->name,
-                          c->status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
-                          c->patch, c->status ? "status" : ""),
-                      true);
+    auto error = kube_error(runtime_.kube().patch(kube::resources::pods(), ns, c->name,
+                                                  c->status ? kube::PatchType::kStrategicMerge
+                                                            : kube::PatchType::kMerge,
+                                                  c->patch, c->status ? "status" : ""),
+                            true);
+    if (!error && !c->uid.empty()) {
+      expectations_.patched(key, c->uid, c->seen_version, PodExpectations::Clock::now());
+    }
+    return error;
   }
   if (const auto* c = std::get_if<PatchKubeNode>(&action.change)) {
     return kube_error(runtime_.kube().patch(

@@ -38,6 +38,10 @@ class PodExpectations {
 
   void created(const std::string& nodeset, const std::string& pod, Clock::time_point now);
   void deleted(const std::string& nodeset, const std::string& pod_uid, Clock::time_point now);
+  // A pod written to (conditions, labels) when the cache showed it at `resource_version`: until
+  // the cache shows another version, what was written is not seen yet.
+  void patched(const std::string& nodeset, const std::string& pod_uid,
+               const std::string& resource_version, Clock::time_point now);
 
   // Forgets what the cache now shows (`cached`: the NodeSet's pods in the cache) and what has
   // lapsed; returns the rest.
@@ -49,6 +53,7 @@ class PodExpectations {
   struct Entry {
     std::map<std::string, Clock::time_point> creations;
     std::map<std::string, Clock::time_point> deletions;
+    std::map<std::string, std::pair<std::string, Clock::time_point>> patches;
   };
   std::chrono::seconds ttl_;
   std::mutex mu_;

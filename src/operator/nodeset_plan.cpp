@@ -778,13 +778,15 @@ struct Planner {
     deleted.insert(w.name);
   }
   void set_pod_cordon(const WorkerPod& w, bool on) {
-    if (w.cordoned != on) {
+    if (w.cordoned != on && world.expected.patches.count(w.uid) == 0) {
       add(PatchPod{w.name,
                    "cordon",
                    {{"metadata",
                      {{"annotations",
                        {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}},
-                   false},
+                   false,
+                   w.uid,
+                   w.resource_version},
           w.name, FailureEffect::kSync, "SyncFailed");
     }
   }
@@ -1247,7 +1249,8 @@ void Planner::mirror_the_pods_that_stay() {
     }
 
     // Slurm → the pod; a pod deleted now would answer 404, or take a write it is about to lose.
-    if (deleted.count(w.name) == 0) {
+    // A pod written to whose write the cache does not show yet would get the same write again.
+    if (deleted.count(w.name) == 0 && world.expected.patches.count(w.uid) == 0) {
       slurm_to_pod(w, *node, protect);
     }
   }
@@ -1324,8 +1327,13 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
 // Slurm's state reaches the pod: its SlurmNodeState* conditions and the pod-protect label.
 void Planner::slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool protect) {
   if (json conditions = condition_patch(w, node, stamp); !conditions.empty()) {
-    add(PatchPod{w.name, "conditions", {{"status", {{"conditions", conditions}}}}, true}, w.name,
-        FailureEffect::kSync, "SyncFailed");
+    add(PatchPod{w.name,
+                 "conditions",
+                 {{"status", {{"conditions", conditions}}}},
+                 true,
+                 w.uid,
+                 w.resource_version},
+        w.name, FailureEffect::kSync, "SyncFailed");
   }
   const bool protect_wanted = protect && node.busy();
   if (w.protect_label != protect_wanted) {
@@ -1336,7 +1344,9 @@ void Planner::slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool pro
             {{"metadata",
               {{"labels",
                 {{api::kLabelNodeSetPodProtect, protect_wanted ? json("true") : json(nullptr)}}}}}},
-            false},
+            false,
+            w.uid,
+            w.resource_version},
         w.name, FailureEffect::kSync, "SyncFailed");
   }
 }

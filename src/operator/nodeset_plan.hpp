@@ -38,6 +38,7 @@ struct WorkerPod {
   bool ready = false;
   std::string ready_since;  // the Ready condition's lastTransitionTime
   std::string created;
+  std::string resource_version;  // as the cache has it
   bool terminating = false;
   bool cordoned = false;  // annotation pod-cordon=true
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
@@ -167,6 +168,7 @@ struct SlurmView {
 struct PendingPods {
   std::set<std::string> creations;  // pod names the cache does not have yet
   std::set<std::string> deletions;  // pod uids the cache still shows alive
+  std::set<std::string> patches;    // pod uids written to, the write not in the cache yet
 };
 
 struct NodeSetWorld {
@@ -228,6 +230,9 @@ struct PatchPod {
   std::string what;  // "conditions", "cordon", "protect"
   nlohmann::json patch;
   bool status = false;  // through the status subresource, strategic merge
+  std::string uid;
+  std::string seen_version;  // the resourceVersion the plan saw: the write is pending until
+                             // the cache shows another
 };
 struct PatchKubeNode {
   std::string name;

@@ -242,6 +242,13 @@ TEST(NodeSetPlan, APodTheOperatorDeletedGetsNoWriteAndIsNotReplacedEarly) {
   EXPECT_EQ(plan.terminating, 1);
 }
 
+TEST(NodeSetPlan, APodWrittenToIsNotWrittenAgainBeforeTheCacheShowsIt) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  bed.world.expected.patches = {"uid-cpu-0"};
+  EXPECT_TRUE(all_of<PatchPod>(bed.plan()).empty());
+}
+
 TEST(NodeSetPlan, SlurmStateReachesThePodConditionsAndProtectLabel) {
   Bed bed(1, 1);
   bed.nodes["cpu-0"].state = {"ALLOCATED"};

@@ -529,6 +529,18 @@ TEST(PodExpectations, ADeletedPodIsPendingWhileTheCacheShowsItAlive) {
   EXPECT_TRUE(e.pending("hpc/cpu", {pod}, t0).deletions.empty());
 }
 
+TEST(PodExpectations, APatchedPodIsPendingUntilTheCacheShowsAnotherVersion) {
+  PodExpectations e(std::chrono::seconds(60));
+  const PodExpectations::Clock::time_point t0{};
+  WorkerPod pod = member("cpu-1", 1);
+  pod.uid = "u1";
+  pod.resource_version = "41";
+  e.patched("hpc/cpu", "u1", "41", t0);
+  EXPECT_EQ(e.pending("hpc/cpu", {pod}, t0).patches, std::set<std::string>{"u1"});
+  pod.resource_version = "42";
+  EXPECT_TRUE(e.pending("hpc/cpu", {pod}, t0).patches.empty());
+}
+
 TEST(PodExpectations, WhatTheCacheNeverConfirmsLapses) {
   PodExpectations e(std::chrono::seconds(60));
   const PodExpectations::Clock::time_point t0{};
