@@ -19,7 +19,7 @@
 
 namespace tightrope::op {
 
-class Operator : public kube::Runnable {
+class Operator final : public kube::Runnable {
  public:
   Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
            metrics::Registry* metrics);
