@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <semaphore>
 #include <thread>
 
 #include "api/codec.hpp"
@@ -423,6 +424,13 @@ std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
   if (!client) {
     return kNoClient;
   }
+  // slurmrestd serves users and slurmd registrations too: the operator takes a few of its
+  // threads, not all of them.
+  slurm_writes_.acquire();
+  struct Release {
+    std::counting_semaphore<>& s;
+    ~Release() { s.release(); }
+  } release{slurm_writes_};
   if (const auto* c = std::get_if<DrainSlurmNode>(&action.change)) {
     log::info("nodeset.draining", {{"nodeset", key}, {"node", c->node}, {"reason", c->reason}});
     return slurm_error(client->drain(c->node, c->reason));

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,6 +71,8 @@ class NodeSetReconciler : public ResourceReconciler {
 
  private:
   PodExpectations expectations_;
+  // Slurm REST writes in flight at once, all NodeSets together.
+  std::counting_semaphore<> slurm_writes_{4};
   // The NodeSets' pods as last decoded, by uid with the resourceVersion decoded.
   struct DecodedPods {
     int64_t generation = 0;
