@@ -244,7 +244,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     slurm.health = SlurmHealth::kSynced;
     slurm.snapshot = feed->snapshot();
     if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
-        has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation)) {
+        std::find(world.finalizers.begin(), world.finalizers.end(),
+                  api::kFinalizerNodeSetReservation) != world.finalizers.end()) {
       // Not NotFound: unreadable. The plan then makes it, and that write says why it fails.
       if (auto got = client->get_reservation(maintenance_reservation_name(ns_ref))) {
         slurm.reservation = std::move(*got);
