@@ -134,7 +134,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (doc->meta.deleting) {
     return finish_deletion(*doc);
   }
-  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset);
+  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset,
+                     {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(doc->meta.name)}});
   if (!loaded) {
     return settled();
   }
@@ -154,8 +155,12 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   }
   NodeSetVerdict verdict = conclude(world, plan, failures, Runtime::now());
   if (plan.stop) {
+    // Nothing was counted: what the status said stays (HPA reads selector, and Slinky's CRD
+    // requires nodeSetHash and selector).
+    const json kept = kept_status(
+        world.status, {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(n.metadata.name)}});
     return report(runtime_, type, n.metadata, world.conditions, std::move(verdict.conditions),
-                  verdict.readiness, verdict.next);
+                  verdict.readiness, verdict.next, kept, kept != kept_status(world.status));
   }
   if (auto published =
           runtime_.publish(type, n.metadata, world.conditions, std::move(verdict.conditions),

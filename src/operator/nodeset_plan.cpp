@@ -164,6 +164,7 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
   }
   w.cordoned = annotation(pod, api::kAnnotationPodCordon) == "true";
   w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
+  w.deadline_annotation = annotation(pod, api::kAnnotationPodDeadline);
   if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
     for (const auto& c : status->value("conditions", json::array())) {
       const std::string type = c.value("type", "");
@@ -235,6 +236,16 @@ std::vector<std::string> node_features(const std::string& spec,
     start = comma + 1;
   }
   return out;
+}
+
+std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline) {
+  if (!deadline) {
+    return "";
+  }
+  if (*deadline == slurm::Time::max()) {
+    return "9999-12-31T23:59:59Z";
+  }
+  return kube::format_time(*deadline);
 }
 
 std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
@@ -1335,19 +1346,21 @@ void Planner::slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool pro
                  w.resource_version},
         w.name, FailureEffect::kSync, "SyncFailed");
   }
+  // The work on the node, in one patch: the protect label that keeps the pod out of a
+  // disruption, and when the work is expected to end.
+  json work = json::object();
   const bool protect_wanted = protect && node.busy();
   if (w.protect_label != protect_wanted) {
-    add(
-        PatchPod{
-            w.name,
-            "protect",
-            {{"metadata",
-              {{"labels",
-                {{api::kLabelNodeSetPodProtect, protect_wanted ? json("true") : json(nullptr)}}}}}},
-            false,
-            w.uid,
-            w.resource_version},
-        w.name, FailureEffect::kSync, "SyncFailed");
+    work["labels"][api::kLabelNodeSetPodProtect] = protect_wanted ? json("true") : json(nullptr);
+  }
+  if (const std::string deadline = pod_deadline_annotation(w.deadline);
+      w.deadline_annotation != deadline) {
+    work["annotations"][api::kAnnotationPodDeadline] =
+        deadline.empty() ? json(nullptr) : json(deadline);
+  }
+  if (!work.empty()) {
+    add(PatchPod{w.name, "work", {{"metadata", work}}, false, w.uid, w.resource_version}, w.name,
+        FailureEffect::kSync, "SyncFailed");
   }
 }
 
@@ -1406,8 +1419,7 @@ void Planner::write_status() {
                  {"slurmDrain", slurm_drain},
                  {"nodeSetHash", revision},
                  {"ordinalToNode", ordinal_to_node},
-                 {"selector", std::string(api::kLabelName) + "=slurmd," +
-                                  std::string(api::kLabelInstance) + "=" + n.metadata.name}};
+                 {"selector", build::nodeset_selector(n.metadata.name)}};
   for (const auto& [k, v] : plan.status.items()) {
     if (!world.status.contains(k) || world.status[k] != v) {
       plan.status_changed = true;

@@ -49,7 +49,12 @@ struct WorkerPod {
   // Its SlurmNodeState* conditions as the pod has them: type -> (message, lastTransitionTime).
   std::map<std::string, std::pair<std::string, std::string>> slurm_conditions;
   bool protect_label = false;  // nodeset.slinky.slurm.net/pod-protect=true
+  std::string deadline_annotation;  // nodeset.slinky.slurm.net/pod-deadline as the pod has it
 };
+
+// The pod-deadline annotation of a deadline: RFC 3339 in UTC; a node whose work never ends (a
+// job without a time limit) reads 9999-12-31T23:59:59Z; "" (no annotation) without work.
+std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline);
 
 // A pod as the cache has it, decoded for the controller.
 WorkerPod worker_pod(const api::NodeSet& n, const nlohmann::json& pod);
@@ -227,7 +232,7 @@ struct GiveClaimsToPod {  // whenScaled: Delete: the claims go with the pod
 };
 struct PatchPod {
   std::string name;
-  std::string what;  // "conditions", "cordon", "protect"
+  std::string what;  // "conditions", "cordon", "work" (the protect label, the deadline)
   nlohmann::json patch;
   bool status = false;  // through the status subresource, strategic merge
   std::string uid;

@@ -38,12 +38,23 @@ kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
                               const api::ObjectMeta& meta,
                               const std::vector<api::Condition>& before,
                               std::vector<api::Condition> conditions, const Readiness& ready,
-                              kube::ReconcileOutcome next, const json& extra) {
-  if (auto published = rt.publish(type, meta, before, std::move(conditions), ready, extra);
+                              kube::ReconcileOutcome next, const json& extra,
+                              bool extra_changed) {
+  if (auto published =
+          rt.publish(type, meta, before, std::move(conditions), ready, extra, extra_changed);
       !published) {
     return fail("writing status: " + published.error().message);
   }
   return next;
+}
+
+json kept_status(const json& stored, const json& required) {
+  json kept = stored.is_object() ? stored : json::object();
+  kept.erase("conditions");
+  for (const auto& [k, v] : required.items()) {
+    kept.emplace(k, v);
+  }
+  return kept;
 }
 
 kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,

@@ -31,17 +31,28 @@ kube::ReconcileOutcome settled();
 
 // Reports `ready` and decides what follows: a transient cause is retried, a spec problem waits
 // for the spec (or a watched object) to change.
+// `extra` holds the status fields besides conditions; server-side apply removes every field the
+// operator wrote before and leaves out now, so a path that has nothing new to say passes the
+// stored ones (kept_status) with extra_changed false.
 kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
                               const api::ObjectMeta& meta,
                               const std::vector<api::Condition>& before,
                               std::vector<api::Condition> conditions, const Readiness& ready,
                               kube::ReconcileOutcome next,
-                              const nlohmann::json& extra = nlohmann::json::object());
+                              const nlohmann::json& extra = nlohmann::json::object(),
+                              bool extra_changed = true);
 
-// Decodes a resource and applies defaults and validation; nullopt after reporting InvalidSpec.
+// The stored status without its conditions, with the fields of `required` it lacks added
+// (Slinky's NodeSet CRD requires nodeSetHash and selector in every status written).
+nlohmann::json kept_status(const nlohmann::json& stored,
+                           const nlohmann::json& required = nlohmann::json::object());
+
+// Decodes a resource and applies defaults and validation; nullopt after reporting InvalidSpec,
+// with the stored status kept and `required_status` added where missing.
 template <typename T>
 std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::Document& doc,
-                      api::Decoded<T> (*decode)(const nlohmann::json&)) {
+                      api::Decoded<T> (*decode)(const nlohmann::json&),
+                      const nlohmann::json& required_status = nlohmann::json::object()) {
   auto decoded = decode(doc.doc);
   api::FieldErrors errors;
   if (decoded) {
@@ -54,8 +65,11 @@ std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::D
     return std::move(*decoded);
   }
   // The webhook refuses such objects; one written around it stays as it is until fixed.
+  const nlohmann::json stored = doc.doc.value("status", nlohmann::json::object());
+  const nlohmann::json kept = kept_status(stored, required_status);
   (void)report(rt, type, meta_of(doc), conditions_of(doc), conditions_of(doc),
-               {false, "InvalidSpec", api::join(errors)}, settled());
+               {false, "InvalidSpec", api::join(errors)}, settled(), kept,
+               kept != kept_status(stored));
   return std::nullopt;
 }
 

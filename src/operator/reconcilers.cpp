@@ -418,7 +418,7 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
                           " (spec.controllerRef) does not exist"},
                      settled());
   }
-  build::LoginSetInputs in{*controller, {}, ""};
+  build::LoginSetInputs in{*controller, {}, "", ""};
   const SecretKey slurm_key =
       read_secret_key(runtime_, ns, controller->spec.slurm_key_ref, "Controller spec.slurmKeyRef");
   if (!slurm_key.problem.ready) {
@@ -429,6 +429,8 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
   if (!sssd.problem.ready) {
     return not_ready(sssd.problem, retry());
   }
+  // sssd.conf is mounted from the user's Secret: its hash rolls the login pods when it changes.
+  in.sssd_conf_hash = key_hash(sssd.value);
   // Host keys are made once: a login node whose keys changed looks like an attack to users.
   auto keys = runtime_.secret_data(ns, build::loginset_host_keys_name(l));
   if (keys) {

@@ -76,7 +76,8 @@ json build_restapi_deployment(const api::RestApi& r, const RestApiInputs& in) {
       {"volumes", json::array({{{"name", "slurm-etc"},
                                 {"projected", {{"defaultMode", 0600}, {"sources", sources}}}}})}};
   const json annotations = {{api::kAnnotationSlurmConfigHash, in.config_hash},
-                            {api::kAnnotationSlurmKeyHash, in.slurm_key_hash}};
+                            {api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
+                            {api::kAnnotationDefaultContainer, "slurmrestd"}};
   return {{"apiVersion", "apps/v1"},
           {"kind", "Deployment"},
           {"metadata", object_meta(restapi_name(r), r.metadata.namespace_name, labels, owner)},
@@ -215,9 +216,10 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
                                {{"name", "slurm-etc"}, {"emptyDir", {{"medium", "Memory"}}}},
                                {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}}})}};
   const json annotations = {
-      {api::kAnnotationSlurmdbdConfigHash, sha256_hex(build_slurmdbd_conf(a, in))},
+      {api::kAnnotationSlurmdbdConfHash, sha256_hex(build_slurmdbd_conf(a, in))},
       {api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
-      {api::kAnnotationJwtKeyHash, in.jwt_key_hash}};
+      {api::kAnnotationJwtKeyHash, in.jwt_key_hash},
+      {api::kAnnotationDefaultContainer, "slurmdbd"}};
   return {{"apiVersion", "apps/v1"},
           {"kind", "StatefulSet"},
           {"metadata", object_meta(accounting_name(a), a.metadata.namespace_name, labels, owner)},
@@ -373,10 +375,17 @@ json build_loginset_deployment(const api::LoginSet& l, const LoginSetInputs& in)
                {"defaultMode", 0600},
                {"items",
                 json::array({{{"key", l.spec.sssd_conf_ref.key}, {"path", "sssd.conf"}}})}}}}})}};
+  std::string host_keys;
+  for (const auto& [file, pem] : in.host_keys) {
+    host_keys.append(file).append("\n").append(pem).append("\n");
+  }
   const json annotations = {
-      {api::kAnnotationSshConfigHash,
+      {api::kAnnotationSshdConfHash,
        sha256_hex(build_sshd_config(l) + "\n" + l.spec.root_ssh_authorized_keys)},
-      {api::kAnnotationSlurmKeyHash, in.slurm_key_hash}};
+      {api::kAnnotationSssdConfHash, in.sssd_conf_hash},
+      {api::kAnnotationSshHostKeysHash, sha256_hex(host_keys)},
+      {api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
+      {api::kAnnotationDefaultContainer, "login"}};
   json spec = {{"replicas", l.spec.replicas.value_or(1)},
                {"revisionHistoryLimit", 0},
                {"selector", {{"matchLabels", selector_labels("login", l.metadata.name)}}},

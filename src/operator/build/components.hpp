@@ -48,6 +48,7 @@ struct LoginSetInputs {
   // The SSH host keys Secret's data (file name -> PEM), generated once and kept.
   std::map<std::string, std::string> host_keys;
   std::string slurm_key_hash;
+  std::string sssd_conf_hash;  // of the sssd.conf spec.sssdConfRef names
 };
 std::string loginset_name(const api::LoginSet& l);             // <cr> (Deployment and Service)
 std::string loginset_host_keys_name(const api::LoginSet& l);   // <cr>-ssh-host-keys

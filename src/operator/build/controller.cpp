@@ -522,7 +522,8 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
   }
   // A new hash in the pod template rolls the pods; in-place reconfigure hashes only the keys.
   json annotations = {{api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
-                      {api::kAnnotationJwtKeyHash, in.jwt_key_hash}};
+                      {api::kAnnotationJwtKeyHash, in.jwt_key_hash},
+                      {api::kAnnotationDefaultContainer, "slurmctld"}};
   if (!s.inplace_reconfigure) {
     annotations[api::kAnnotationSlurmConfigHash] = controller_config_hash(c, in);
   }

@@ -89,6 +89,11 @@ int64_t nodeset_pod_ordinal(const api::NodeSet& n, const std::string& pod_name) 
   return ec == std::errc() && at == end && ordinal >= 0 ? ordinal : -1;
 }
 
+std::string nodeset_selector(const std::string& nodeset_name) {
+  return std::string(api::kLabelName) + "=slurmd," + std::string(api::kLabelInstance) + "=" +
+         nodeset_name;
+}
+
 std::string worker_service_name(const api::Controller& c) {
   return "slurm-workers-" + c.metadata.name;
 }
@@ -311,7 +316,7 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
     base["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
         json::array({term});
   }
-  json pod = pod_template(labels, {{"kubectl.kubernetes.io/default-container", "slurmd"}}, base,
+  json pod = pod_template(labels, {{api::kAnnotationDefaultContainer, "slurmd"}}, base,
                           n.spec.template_);
   // The template's hostname is a prefix: the pod's own is the prefix and ordinal.
   pod["spec"]["hostname"] = hostname;

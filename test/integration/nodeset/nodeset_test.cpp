@@ -793,6 +793,26 @@ TEST_F(NodeSetTest, ARefusedCreationIsAConditionAndAnEventAndIsRetried) {
   (void)client_->remove(priority_classes, "", priority);
 }
 
+TEST_F(NodeSetTest, ANotReadyNodeSetKeepsItsHashAndSelector) {
+  // Slinky's CRD requires both in every status written, and an HPA reads the selector.
+  testing::create_nodeset(*client_, ns_, nodeset_, 0);
+  const auto status = [&] {
+    auto n = client_->get(resources::nodesets(), ns_, nodeset_);
+    return n ? n->value("status", json::object()) : json::object();
+  };
+  ASSERT_TRUE(eventually([&] { return nodeset_condition("Ready") == "True/AllReady"; }, kConverge));
+  const json before = status();
+  ASSERT_FALSE(before.value("nodeSetHash", "").empty()) << before.dump();
+  ASSERT_FALSE(before.value("selector", "").empty()) << before.dump();
+  const auto removed = client_->remove(resources::controllers(), ns_, "slurm");
+  ASSERT_TRUE(removed) << removed.error().message;
+  ASSERT_TRUE(eventually(
+      [&] { return nodeset_condition("Ready") == "False/ControllerNotFound"; }, kConverge));
+  const json after = status();
+  EXPECT_EQ(after.value("nodeSetHash", ""), before.value("nodeSetHash", "")) << after.dump();
+  EXPECT_EQ(after.value("selector", ""), before.value("selector", "")) << after.dump();
+}
+
 TEST_F(NodeSetTest, PodDeletedByHandIsRecreated) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));

@@ -261,9 +261,47 @@ TEST(NodeSetPlan, SlurmStateReachesThePodConditionsAndProtectLabel) {
             json::parse(R"([{"type":"SlurmNodeStateIdle","$patch":"delete"},
                             {"type":"SlurmNodeStateAllocated","status":"True","message":"",
                              "lastTransitionTime":"2026-12-03T12:00:00Z"}])"));
-  EXPECT_EQ(patches[1].what, "protect");
+  EXPECT_EQ(patches[1].what, "work");
   EXPECT_EQ(patches[1].patch["metadata"]["labels"][std::string(api::kLabelNodeSetPodProtect)],
             "true");
+  // Busy, and the job that keeps it so is not in the snapshot: its work never ends.
+  EXPECT_EQ(
+      patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationPodDeadline)],
+      "9999-12-31T23:59:59Z");
+}
+
+TEST(NodeSetPlan, ThePodDeadlineIsTheEndOfItsLastJobAndGoesWithTheWork) {
+  Bed bed(1, 1);
+  bed.world.pods[0].protect_label = true;
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  slurm::Job job;
+  job.id = 7;
+  job.state = {"RUNNING"};
+  job.nodes = "cpu-0";
+  job.start_time = kNow;
+  job.time_limit = std::chrono::minutes(30);
+  job.end_time = kNow + std::chrono::minutes(30);
+  bed.jobs[7] = job;
+  auto patches = all_of<PatchPod>(bed.plan());
+  ASSERT_EQ(patches.size(), 2U);
+  EXPECT_EQ(patches[1].patch, json::parse(R"({"metadata":{"annotations":
+      {"nodeset.slinky.slurm.net/pod-deadline":"2026-12-03T12:30:00Z"}}})"));
+
+  // Written already: nothing more to say.
+  bed.world.pods[0].deadline_annotation = "2026-12-03T12:30:00Z";
+  patches = all_of<PatchPod>(bed.plan());
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].what, "conditions");
+
+  // The job is done: the annotation and the protect label go.
+  bed.jobs.clear();
+  bed.nodes["cpu-0"].state = {"IDLE"};
+  bed.world.pods[0].slurm_conditions = {{"SlurmNodeStateIdle", {"", "2026-12-03T11:00:00Z"}}};
+  patches = all_of<PatchPod>(bed.plan());
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch, json::parse(R"({"metadata":{
+      "labels":{"nodeset.slinky.slurm.net/pod-protect":null},
+      "annotations":{"nodeset.slinky.slurm.net/pod-deadline":null}}})"));
 }
 
 TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {

@@ -78,5 +78,17 @@ TEST(AppliedObjects, AnUncachedKindIsAppliedAgainAfterTheRefresh) {
   EXPECT_FALSE(always.unchanged(pdb, cached.cache));
 }
 
+TEST(KeptStatus, KeepsWhatWasWrittenAndAddsWhatIsRequired) {
+  const json stored = {{"conditions", json::array({{{"type", "Ready"}}})},
+                       {"nodeSetHash", "workers-abc"},
+                       {"replicas", 3}};
+  const json required = {{"nodeSetHash", ""}, {"selector", "app=slurmd"}};
+  EXPECT_EQ(kept_status(stored, required),
+            (json{{"nodeSetHash", "workers-abc"}, {"replicas", 3}, {"selector", "app=slurmd"}}));
+  EXPECT_EQ(kept_status(stored), (json{{"nodeSetHash", "workers-abc"}, {"replicas", 3}}));
+  // A resource never written yet gets the required fields alone.
+  EXPECT_EQ(kept_status(json(), required), required);
+}
+
 }  // namespace
 }  // namespace tightrope::op
