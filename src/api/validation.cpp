@@ -80,10 +80,14 @@ FieldErrors validate(const Controller& c) {
   const std::string cluster = c.cluster_name();
   require(errors, cluster.size() <= kMaxClusterName, "spec.clusterName",
           "must be at most 40 characters (\"" + cluster + "\" has " +
-              std::to_string(cluster.size()) + ")");
+              std::to_string(cluster.size()) +
+              "): slurmdbd names its MySQL tables after it, and MySQL's names are short");
+  // Only what slurm.conf cannot hold: its parser ends a value at a blank and a comment at '#'.
   for (char ch : cluster) {
-    if (std::isalnum(static_cast<unsigned char>(ch)) == 0 && ch != '_' && ch != '-') {
-      errors.push_back({"spec.clusterName", "may hold only letters, digits, '_' and '-'"});
+    if (std::isspace(static_cast<unsigned char>(ch)) != 0 || ch == '#' || ch == '=') {
+      errors.push_back({"spec.clusterName",
+                        "may not hold blanks, '#' or '=': slurm.conf would read \"ClusterName=" +
+                            cluster + "\" as something else"});
       break;
     }
   }
@@ -204,7 +208,9 @@ FieldErrors validate(const NodeSet& n) {
     const auto eq = word.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == word.size()) {
       require(errors, false, "spec.extraConf",
-              "\"" + word + "\" is not Key=Value with a value (slurmd --conf words)");
+              "\"" + word +
+                  "\" is not Key=Value with a value: slurmd's --conf parser takes the next word "
+                  "as the value of a key without one, and the node registers INVALID_REG");
       break;
     }
   }
@@ -255,10 +261,10 @@ FieldErrors validate(const RestApi& r) {
   return errors;
 }
 
-FieldErrors validate_update(const RestApi& o, const RestApi& r) {
-  FieldErrors errors = validate(r);
-  immutable(errors, o.spec.controller_ref == r.spec.controller_ref, "spec.controllerRef");
-  return errors;
+// A RestApi may move to another Controller, as Slinky's allows: its pods roll with the new
+// cluster's slurm.conf and key.
+FieldErrors validate_update(const RestApi& /*old*/, const RestApi& r) {
+  return validate(r);
 }
 
 FieldErrors validate(const Accounting& a) {
@@ -292,8 +298,9 @@ FieldErrors validate(const Token& t) {
   require(errors, !s.username.empty(), "spec.username", "required: the Slurm user of the token");
   check_jwt(errors, s.jwt_key(), s.jwt_key_ref);
   const auto lifetime = parse_duration(s.lifetime);
-  require(errors, lifetime && *lifetime >= std::chrono::minutes(1), "spec.lifetime",
-          R"(must be a duration of at least 1m, such as "15m" or "24h")");
+  require(errors, lifetime && lifetime->count() > 0, "spec.lifetime",
+          R"(must be a duration above zero, such as "15m" or "24h": a token that expires )"
+          R"(as it is issued is refused by slurmrestd and would be issued again at once)");
   return errors;
 }
 

@@ -53,6 +53,12 @@ inline constexpr std::string_view kFinalizerNodeSetReservation =
 inline constexpr std::string_view kFinalizerNodeSetSlurmNodes =
     "nodeset.slinky.slurm.net/slurm-nodes";
 
+// Tightrope's own: when a Token's JWT was issued and when it expires, on its Secret, for a human
+// (Slinky's Secret has no such annotations; the times are in the JWT).
+inline constexpr std::string_view kAnnotationTokenIssuedAt = "tightrope.slurm.net/token-issued-at";
+inline constexpr std::string_view kAnnotationTokenExpiresAt =
+    "tightrope.slurm.net/token-expires-at";
+
 // Tightrope's own: an administrator's Slurm drain shown on the Kubernetes Node (opt-in).
 inline constexpr std::string_view kNodeConditionSlurmDrained = "SlurmNodeDrained";
 inline constexpr std::string_view kTaintSlurmDrained = "tightrope.slurm.net/slurm-drained";

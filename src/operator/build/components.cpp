@@ -423,11 +423,24 @@ json build_token_secret(const api::Token& t, const std::string& jwt,
                         std::chrono::system_clock::time_point expires_at) {
   const Owner owner{"Token", t.metadata.name, t.metadata.uid};
   const api::KeyRef& ref = *t.spec.secret_ref;
-  json meta = object_meta(ref.name, t.metadata.namespace_name,
-                          component_labels("token", t.metadata.name, "token"), owner);
+  // The Token's own labels and annotations go with its Secret, as Slinky's do; the operator's
+  // labels win where the two name the same key.
+  json labels = json::object();
+  for (const auto& [k, v] : t.metadata.labels) {
+    labels[k] = v;
+  }
+  labels.update(component_labels("token", t.metadata.name, "token"));
+  json meta = object_meta(ref.name, t.metadata.namespace_name, labels, owner);
+  json annotations = json::object();
+  for (const auto& [k, v] : t.metadata.annotations) {
+    if (!k.starts_with("kubectl.kubernetes.io/")) {  // last-applied-configuration is the Token's
+      annotations[k] = v;
+    }
+  }
   // For a human reading the Secret; the operator reads the times from the token itself.
-  meta["annotations"] = {{"tightrope/token-issued-at", kube::format_time(issued_at)},
-                         {"tightrope/token-expires-at", kube::format_time(expires_at)}};
+  annotations[std::string(api::kAnnotationTokenIssuedAt)] = kube::format_time(issued_at);
+  annotations[std::string(api::kAnnotationTokenExpiresAt)] = kube::format_time(expires_at);
+  meta["annotations"] = annotations;
   json secret = {{"apiVersion", "v1"},
                  {"kind", "Secret"},
                  {"metadata", meta},
