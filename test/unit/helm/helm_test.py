@@ -33,8 +33,13 @@ CASES = [
      ["operator-namespaced.yaml"], False),
     ("operator-no-webhook", "slurm-operator", "tightrope", "operators",
      ["operator-no-webhook.yaml"], False),
+    ("operator-slinky", "slurm-operator", "slurm-operator", "slinky", ["operator-slinky.yaml"], False),
+    ("operator-webhook-only", "slurm-operator", "slurm-operator", "slinky",
+     ["operator-webhook-only.yaml"], True),
     ("slurm-default", "slurm", "slurm", "slurm", [], True),
     ("slurm-full", "slurm", "hpc", "hpc", ["slurm-full.yaml"], False),
+    ("slurm-single-node", "slurm", "slurm", "slurm", ["deploy/helm/values/single-node.yaml"], True),
+    ("slurm-slinky", "slurm", "hpc", "hpc", ["slurm-slinky.yaml"], True),
 ]
 
 # Values helm must refuse, and what its message must name: (chart, arguments, path, as a
@@ -47,6 +52,12 @@ INVALID = [
     ("slurm-operator", ["--set", "webhook.failurePolicy=Never"], "webhook/failurePolicy"),
     ("slurm-operator", ["--set", "operator.mirrorSlurmDrains=always"], "operator/mirrorSlurmDrains"),
     ("slurm-operator", ["--set", "operator.resources.limts.cpu=1"], "operator/resources"),
+    ("slurm-operator", ["--set", "operator.namespaces=Bad_NS"], "operator/namespaces"),
+    ("slurm-operator", ["--set", "operator.nodesetWorkers=65"], "operator/nodesetWorkers"),
+    ("slurm-operator", ["--set", "operator.replicas=-1"], "operator/replicas"),
+    ("slurm-operator", ["--set", "webhook.validating.failurePolicy=Sometimes"],
+     "webhook/validating/failurePolicy"),
+    ("slurm-operator", ["--set", "certManager.enabled=yes"], "certManager/enabled"),
     ("slurm", ["--set", "nodesets.slinky.replicas=-2"], "nodesets/slinky/replicas"),
     ("slurm", ["--set", "imagePullPolicy=Sometimes"], "imagePullPolicy"),
     ("slurm", ["--set", "controller.persistence.enabled=yes"], "controller/persistence/enabled"),
@@ -57,17 +68,33 @@ INVALID = [
 
 # Values the schema cannot judge and the templates refuse: (chart, arguments, message part).
 REFUSED = [
-    ("slurm", ["--set", "partitions.slinky.nodesets={slinky}"],
+    ("slurm", ["--set", "nodesets.slinky.partition.enabled=true", "--set", "partitions.slinky.enabled=true",
+               "--set", "partitions.slinky.nodesets={slinky}"],
      "partitions.slinky: NodeSet slinky already has a partition"),
-    ("slurm", ["--set", "partitions.all.nodesets={gpu}"],
+    ("slurm", ["--set", "partitions.all.enabled=true", "--set", "partitions.all.nodesets={gpu}"],
      "partitions.all.nodesets: \"gpu\" is not an enabled NodeSet"),
+    ("slurm", ["--set", "partitions.debug.config=x"],
+     "partitions.debug.nodesets: a partition needs at least one NodeSet"),
     ("slurm-operator", ["--set", "webhook.certificate.cert=x"],
      "webhook.certificate: caCert, cert and key go together"),
     ("slurm-operator", ["--set", "replicas=2", "--set", "leaderElection=false"],
      "replicas: more than one operator needs leaderElection: true"),
+    ("slurm-operator", ["--set", "operator.replicas=2", "--set", "operator.leaderElection=false"],
+     "replicas: more than one operator needs leaderElection: true"),
+    ("slurm-operator", ["--set", "operator.metricsSecure=true", "--set", "operator.metricsPort=0"],
+     "operator.metricsSecure needs operator.metricsPort"),
+    ("slurm-operator", ["--set", "certManager.enabled=true", "--set", "webhook.certificate.cert=x"],
+     "webhook.certificate and certManager.enabled"),
 ]
 
-GENERATED_KEYS = ("ca.crt", "tls.crt", "tls.key", "caBundle", "slurm.key", "jwt_hs256.key")
+# The charts whose cases and checks run (--chart narrows it to one).
+SELECTED = ["slurm-operator", "slurm"]
+
+# The six CRDs live once, in the slurm-operator-crds chart (a subchart of slurm-operator).
+CRD_CHART = CHARTS / "slurm-operator" / "charts" / "slurm-operator-crds"
+CRD_FILES = CRD_CHART / "files"
+
+GENERATED_KEYS = ("ca.crt", "tls.crt", "tls.key", "caBundle", "slurm.key", "jwt_hs256.key", "jwt.key")
 GENERATED_LINE = re.compile(r"^(\s*(?:- )?(" + "|".join(re.escape(k) for k in GENERATED_KEYS)
                             + r")): (\S+)$")
 
@@ -116,10 +143,14 @@ def normalize(text, generated, failures, name):
 
 def check_golden(update, failures):
     for name, chart, release, namespace, values, generated in CASES:
+        if chart not in SELECTED:
+            continue
         args = []
         for v in values:
-            args += ["--values", str(VALUES / v)]
+            args += ["--values", str(ROOT / v if v.startswith("deploy/") else VALUES / v)]
         text = normalize(render(chart, release, namespace, args), generated, failures, name)
+        if chart == "slurm-operator":
+            text = fold_crds(text)
         path = GOLDEN / f"{name}.yaml"
         if update:
             path.write_text(text)
@@ -135,6 +166,8 @@ def check_golden(update, failures):
 
 def check_lint(failures):
     for chart in ("slurm-operator", "slurm"):
+        if chart not in SELECTED:
+            continue
         result = helm("lint", "--strict", str(CHARTS / chart))
         if result.returncode != 0:
             failures.append(f"helm lint {chart}:\n{result.stdout}{result.stderr}")
@@ -142,38 +175,135 @@ def check_lint(failures):
 
 def check_invalid(failures):
     for chart, args, path in INVALID:
+        if chart not in SELECTED:
+            continue
         result = helm("template", "x", str(CHARTS / chart), *args)
         named = path in result.stderr or path.replace("/", ".") in result.stderr
         if result.returncode == 0 or not named:
             failures.append(f"{chart} {' '.join(args)}: want a refusal naming {path}, got "
                             f"exit {result.returncode}: {result.stderr.strip()[:600]}")
     for chart, args, message in REFUSED:
+        if chart not in SELECTED:
+            continue
         result = helm("template", "x", str(CHARTS / chart), *args)
         if result.returncode == 0 or message not in result.stderr:
             failures.append(f"{chart} {' '.join(args)}: want a refusal saying {message!r}, got "
                             f"exit {result.returncode}: {result.stderr.strip()[:600]}")
 
 
+def fold_crds(text):
+    """A render's CRDs (crds.enabled) are the files of deploy/crds, which check_crds_packaged
+    compares whole: the golden file keeps their metadata and names the file for the rest."""
+    docs = text.split("\n---\n")
+    for i, doc in enumerate(docs):
+        if "\nkind: CustomResourceDefinition\n" not in doc:
+            continue
+        head = doc.split("\nspec:\n", 1)[0]
+        plural, group = re.search(r"^  name: (\S+)$", head, re.M).group(1).split(".", 1)
+        docs[i] = f"{head}\nspec: <deploy/crds/{group}_{plural}.yaml>\n"
+    return "\n---\n".join(docs)
+
+
 def check_crds_packaged(failures):
-    """The operator chart installs the six CRDs from its crds/, the one copy."""
-    out = render("slurm-operator", "slurm-operator", "slinky", ["--include-crds"])
-    names = re.findall(r"^  name: (\S+\.slinky\.slurm\.net)$", out, re.M)
-    want = sorted(f"{p}.slinky.slurm.net" for p in
-                  ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens"))
-    if sorted(names) != want:
-        failures.append(f"helm template --include-crds: CRDs {sorted(names)}, want {want}")
-    # deploy/crds holds one link per CRD file of the chart (a linked directory would break
+    """The six CRDs live once, in the slurm-operator-crds chart's files/: its template renders
+    them for `helm upgrade` to update (a crds/ folder Helm installs once and never upgrades), and
+    kept on uninstall. The operator chart carries that chart (crds.enabled), which also installs
+    alone from deploy/helm/slurm-operator-crds; deploy/crds links to each file."""
+    want_names = sorted(f"{p}.slinky.slurm.net" for p in
+                        ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens"))
+    if (CHARTS / "slurm-operator" / "crds").exists():
+        failures.append("deploy/helm/slurm-operator/crds exists: Helm would install it and never "
+                        "upgrade it, and the templated CRDs would clash with it")
+    standalone = CHARTS / "slurm-operator-crds"
+    if not standalone.is_symlink() or standalone.resolve() != CRD_CHART.resolve():
+        failures.append(f"deploy/helm/slurm-operator-crds is not a link to {CRD_CHART.relative_to(ROOT)}")
+    # deploy/crds holds one link per CRD file (a linked directory would break
     # `kubectl apply -f deploy/crds`, which does not enter a link given without a slash).
-    chart_crds = sorted(p.name for p in (CHARTS / "slurm-operator" / "crds").glob("*.yaml"))
+    files = sorted(p.name for p in CRD_FILES.glob("*.yaml"))
     links = ROOT / "deploy" / "crds"
     linked = sorted(p.name for p in links.iterdir())
-    if linked != chart_crds:
-        failures.append(f"deploy/crds holds {linked}, want links to each of {chart_crds}")
+    if linked != files:
+        failures.append(f"deploy/crds holds {linked}, want links to each of {files}")
     for name in linked:
         link = links / name
-        target = CHARTS / "slurm-operator" / "crds" / name
+        target = CRD_FILES / name
         if not link.is_symlink() or link.resolve() != target.resolve():
             failures.append(f"deploy/crds/{name} is not a link to {target.relative_to(ROOT)}")
+    try:
+        import yaml
+    except ImportError:
+        print("note: PyYAML missing (Debian: python3-yaml): rendered CRDs not compared with their files")
+        return
+    want = {}
+    for f in sorted(CRD_FILES.glob("*.yaml")):
+        doc = next(d for d in yaml.safe_load_all(f.read_text()) if d)
+        want[doc["metadata"]["name"]] = doc
+    if sorted(want) != want_names:
+        failures.append(f"{CRD_FILES.relative_to(ROOT)}: CRDs {sorted(want)}, want {want_names}")
+
+    def crds(chart, args):
+        out = render(chart, "slurm-operator", "slinky", args)
+        return {d["metadata"]["name"]: d for d in yaml.safe_load_all(out)
+                if d and d.get("kind") == "CustomResourceDefinition"}
+
+    for chart, args in (("slurm-operator", []), ("slurm-operator", ["--set", "crds.enabled=true"]),
+                        ("slurm-operator-crds", [])):
+        got = crds(chart, args)
+        where = f"helm template {chart} {' '.join(args)}".strip()
+        if sorted(got) != want_names:
+            failures.append(f"{where}: CRDs {sorted(got)}, want {want_names}")
+        for name, doc in got.items():
+            annotations = dict(doc["metadata"].get("annotations") or {})
+            if annotations.pop("helm.sh/resource-policy", None) != "keep":
+                failures.append(f"{where}: CRD {name} lacks helm.sh/resource-policy: keep")
+            bare = {**doc, "metadata": {**doc["metadata"], "annotations": annotations}}
+            if not annotations:
+                del bare["metadata"]["annotations"]
+            if name in want and bare != want[name]:
+                failures.append(f"{where}: CRD {name} differs from its file in {CRD_FILES.name}/")
+    if crds("slurm-operator", ["--set", "crds.enabled=false"]):
+        failures.append("helm template slurm-operator --set crds.enabled=false: CRDs rendered")
+
+
+def check_crds_left_alone(failures):
+    """Which live CRDs the slurm-operator-crds chart leaves alone, decided by its own helper
+    (_helpers.tpl, heldByOwner) on the objects lookup could return: helm template cannot look
+    up, so a throwaway chart feeds it each case."""
+    import tempfile
+    cases = {
+        "absent": ({}, ""),
+        "ours": ({"metadata": {"annotations": {"meta.helm.sh/release-name": "ops",
+                                               "meta.helm.sh/release-namespace": "slinky"}}}, ""),
+        "same name, other namespace": ({"metadata": {"annotations": {
+            "meta.helm.sh/release-name": "ops", "meta.helm.sh/release-namespace": "other"}}},
+            "release ops in other"),
+        "Slinky's crds chart": ({"metadata": {"annotations": {
+            "meta.helm.sh/release-name": "slurm-operator-crds",
+            "meta.helm.sh/release-namespace": "default"}}}, "release slurm-operator-crds in default"),
+        "kubectl apply": ({"metadata": {"name": "nodesets.slinky.slurm.net"}}, "no Helm release"),
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        chart = Path(tmp) / "probe"
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.1.0\n")
+        (chart / "templates" / "_helpers.tpl").write_text(
+            (CRD_CHART / "templates" / "_helpers.tpl").read_text())
+        (chart / "templates" / "probe.yaml").write_text(
+            "{{- range $i, $live := .Values.lives }}\n"
+            "{{ printf \"c%d\" $i }}: {{ include \"slurm-operator-crds.heldByOwner\" "
+            "(dict \"root\" $ \"live\" $live) | quote }}\n{{- end }}\n")
+        import json
+        values = Path(tmp) / "values.json"
+        values.write_text(json.dumps({"lives": [live for live, _ in cases.values()]}))
+        result = helm("template", "ops", str(chart), "--namespace", "slinky", "--values", str(values))
+    if result.returncode != 0:
+        failures.append(f"CRD ownership probe: {result.stderr.strip()[:600]}")
+        return
+    got = dict(re.findall(r'^c(\d+): "(.*)"$', result.stdout, re.M))
+    for i, (case, (_, want)) in enumerate(cases.items()):
+        if got.get(str(i)) != want:
+            failures.append(f"slurm-operator-crds with a live CRD ({case}): leaves it to "
+                            f"{got.get(str(i))!r}, want {want!r} ('' = manages it)")
 
 
 # --- rendered custom resources against their CRD's OpenAPI schema ------------------------
@@ -225,7 +355,7 @@ def check_crs_fit_crds(failures):
               "against the CRDs")
         return
     schemas = {}
-    for crd_file in sorted((CHARTS / "slurm-operator" / "crds").glob("*.yaml")):
+    for crd_file in sorted(CRD_FILES.glob("*.yaml")):
         for doc in yaml.safe_load_all(crd_file.read_text()):
             if doc and doc.get("kind") == "CustomResourceDefinition":
                 kind = doc["spec"]["names"]["kind"]
@@ -260,22 +390,454 @@ def check_crs_fit_crds(failures):
             failures.append(f"{name}: no slinky.slurm.net resource rendered")
 
 
+# --- a Slinky user's values: what each key turns into ----------------------------------------
+
+def rendered(name):
+    import yaml
+    docs = [d for d in yaml.safe_load_all((GOLDEN / f"{name}.yaml").read_text()) if d]
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def check_slinky_values(failures):
+    """values/slurm-slinky.yaml holds the keys of Slinky's slurm chart; each must show in the
+    objects with the meaning it has there."""
+    try:
+        objs = rendered("slurm-slinky")
+    except ImportError:
+        return
+    fails = []
+
+    def want(cond, what):
+        if not cond:
+            fails.append(f"slurm-slinky: {what}")
+
+    def get(kind, name):
+        obj = objs.get((kind, name))
+        want(obj is not None, f"no {kind} {name}; rendered: {sorted(objs)}")
+        return obj or {}
+
+    ctl = get("Controller", "hpc-slurm")
+    spec = ctl.get("spec", {})
+    want(ctl.get("metadata", {}).get("namespace") == "hpc-prod", "namespaceOverride: the Controller's namespace")
+    want(spec.get("slurmKeyRef") == {"name": "hpc-slurm-auth-slurm", "key": "slurm.key"},
+         f"slurmKey.create: Slinky's Secret name, got {spec.get('slurmKeyRef')}")
+    want(spec.get("jwtKeyRef") == {"name": "site-jwt", "key": "hs256.key"}, "jwtKey.secretRef")
+    want(spec.get("jwksKeyRef") == {"name": "hpc-slurm-auth-jwks", "key": "jwks.json"}, "jwksKeys.enabled")
+    want(("Secret", "site-jwt") not in objs and ("Secret", "hpc-slurm-auth-jwt") not in objs,
+         "jwtKey.secretRef: the user's Secret is not made")
+    key = get("Secret", "hpc-slurm-auth-slurm")
+    want(key.get("metadata", {}).get("annotations", {}).get("backup.example.org/include") == "true",
+         "slurmKey.annotations")
+    want(spec.get("ha") == {"enabled": True, "backups": 2}, "controller.ha")
+    want(spec.get("persistence", {}).get("storageClassName") == "", "persistence.storageClassName \"-\": no class")
+    want(spec.get("logfile", {}).get("image", "").endswith("@sha256:" + "0123456789abcdef" * 4), "image digest")
+    want(spec.get("slurmctld", {}).get("image") == "localhost/tightrope/slurmctld:26.05", "image as a string")
+    want(spec.get("slurmctld", {}).get("imagePullPolicy") == "Always", "imagePullPolicy")
+    conf = spec.get("extraConf", "").splitlines()
+    want("SchedulerParameters=bf_continue,bf_interval=60" in conf and "GresTypes=gpu" in conf,
+         f"controller.extraConfMap, got {conf}")
+    want(not any(line.startswith("PriorityType") for line in conf), "extraConfMap: a null value is left out")
+    want("PartitionName=all Nodes=ALL Default=YES MaxTime=UNLIMITED" in conf, "partitions.all.configMap")
+    want("PartitionName=batch Nodes=cpu,gpu State=UP MaxTime=7-00:00:00" in conf, "partitions.batch.config")
+    want(not any("unused" in line for line in conf), "a partition without enabled: true is not made")
+    names = lambda field: [r["name"] for r in spec.get(field, [])]
+    want(names("prologScriptRefs") == ["hpc-slurm-prolog-scripts", "hpc-slurm-prolog-dcgm", "site-prologs"],
+         f"prologScripts, vendor.nvidia.dcgm and prologScriptRefs, got {names('prologScriptRefs')}")
+    want(names("epilogScriptRefs") == ["hpc-slurm-epilog-dcgm", "site-epilogs"], "epilogScriptRefs")
+    want(names("prologSlurmctldScriptRefs") == ["hpc-slurm-prolog-slurmctld-scripts"], "prologSlurmctldScripts")
+    want(names("epilogSlurmctldScriptRefs") == ["site-ctld-epilogs"], "epilogSlurmctldScriptRefs")
+    want(names("configFileRefs") == ["hpc-slurm-config-extra"], "configFiles")
+    pod = spec.get("template", {}).get("spec", {})
+    want(pod.get("priorityClassName") == "slurm-critical", "priorityClass.enabled: every pod's class")
+    want(pod.get("imagePullSecrets") == [{"name": "site-pull"}], "imagePullSecrets")
+    want(pod.get("tolerations") == [{"key": "hpc", "operator": "Exists"}], "controller.podSpec")
+    pc = get("PriorityClass", "slurm-critical")
+    want(pc.get("value") == 900000000 and pc.get("preemptionPolicy") == "Never" and
+         pc.get("description") == "Slurm daemons", "priorityClass.create")
+    prolog = get("ConfigMap", "hpc-slurm-prolog-scripts").get("data", {})
+    want(list(prolog) == ["prolog-10-health.sh"], f"prolog scripts keyed as Slinky keys them, got {list(prolog)}")
+    dcgm = get("ConfigMap", "hpc-slurm-prolog-dcgm").get("data", {})
+    want(list(dcgm) == ["prolog-80-dcgm.sh"] and 'dir="/run/dcgm/job-mapping"' in dcgm.get("prolog-80-dcgm.sh", ""),
+         "vendor.nvidia.dcgm.jobMappingDir and scriptPriority")
+
+    acct = get("Accounting", "hpc-slurm").get("spec", {})
+    want(acct.get("extraConf", "").strip() == "PurgeJobAfter=12month", "accounting.extraConfMap")
+    rest = get("RestApi", "hpc-slurm").get("spec", {})
+    want(rest.get("replicas") == 2, "restapi.replicas")
+    want(rest.get("slurmrestd", {}).get("env") == [{"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_files"}],
+         "restapi.slurmrestd.env")
+    pdb = get("PodDisruptionBudget", "hpc-slurm-restapi").get("spec", {})
+    want(pdb.get("minAvailable") == 1 and "maxUnavailable" not in pdb, "restapi.pdb")
+    want(pdb.get("selector", {}).get("matchLabels") == {"app.kubernetes.io/name": "slurmrestd",
+                                                        "app.kubernetes.io/instance": "hpc-slurm"},
+         "restapi.pdb selects the operator's slurmrestd pods")
+
+    login = get("LoginSet", "hpc-slurm-login-users").get("spec", {})
+    want(login.get("replicas") == 2, "loginsets.users.replicas")
+    want(login.get("login", {}).get("securityContext") == {"privileged": False}, "loginsetDefaults.login merged")
+    want(login.get("service", {}).get("spec", {}).get("type") == "LoadBalancer", "loginsetDefaults.service")
+    want(login.get("sssdConfRef") == {"name": "site-sssd", "key": "sssd.conf"}, "sssd.secretRef")
+    want(("Secret", "hpc-slurm-sssd-conf") not in objs, "sssd.secretRef: no sssd Secret made")
+
+    cpu = get("NodeSet", "hpc-slurm-worker-cpu").get("spec", {})
+    want(cpu.get("replicas") == 3, "nodesets.cpu.replicas")
+    want(cpu.get("extraConf") == "Features=cpu,avx512 Weight=10", f"nodesets.extraConfMap, got {cpu.get('extraConf')}")
+    want(cpu.get("partition") == {"enabled": True, "config": "State=UP"}, "nodesetDefaults.partition.configMap")
+    want(cpu.get("ssh", {}).get("sssdConfRef") == {"name": "site-sssd", "key": "sssd.conf"},
+         "ssh.enabled: the sssd.conf Slinky injects")
+    gpu = get("NodeSet", "hpc-slurm-worker-gpu").get("spec", {})
+    want(gpu.get("slurmd", {}).get("image") == "localhost/tightrope/slurmd:26.05",
+         "a NodeSet with only replicas and podSpec takes nodesetDefaults' slurmd")
+    want(gpu.get("template", {}).get("spec", {}).get("hostname") == "gpu-", "the Slurm node names")
+    want({"name": "dcgm-job-mapping", "mountPath": "/run/dcgm/job-mapping"} in gpu.get("slurmd", {}).get("volumeMounts", []),
+         "vendor.nvidia.dcgm: the GPU NodeSet mounts the job mapping directory")
+    want(not cpu.get("slurmd", {}).get("volumeMounts"), "vendor.nvidia.dcgm: a CPU NodeSet mounts nothing")
+    want(("NodeSet", "hpc-slurm-worker-old") not in objs, "nodesets.old.enabled: false")
+    want(("ConfigMap", "hpc-site-notes") in objs, "extraObjects, rendered with tpl")
+    failures += fails
+
+
+def check_notes(failures):
+    """Unknown keys are named in NOTES.txt, never refused."""
+    result = helm("install", "x", str(CHARTS / "slurm"), "--dry-run=client", "--namespace", "slurm",
+                  "--set", "controller.legacyThing=1", "--set", "nodesets.a.oldKey=2",
+                  "--set", "vendor.google.a3mega[0].targetNodeSet=a")
+    if result.returncode != 0:
+        failures.append(f"slurm with unknown keys: want an install, got {result.stderr.strip()[:600]}")
+        return
+    for part in ("controller.legacyThing", "nodesets.a.oldKey", "vendor.google.a3mega"):
+        if part not in result.stdout:
+            failures.append(f"slurm NOTES.txt does not name {part}:\n{result.stdout[-1500:]}")
+
+
+# --- the operator chart: what Slinky's keys turn into ---------------------------------------
+
+class Rendered(dict):
+    """The objects of one render by (kind, name); .docs keeps them all (RoleBindings of one
+    name in several namespaces)."""
+
+    def __init__(self, docs):
+        super().__init__(((d["kind"], d["metadata"]["name"]), d) for d in docs)
+        self.docs = docs
+
+
+def operator_objects(args, release="slurm-operator", namespace="slinky"):
+    import yaml
+    out = render("slurm-operator", release, namespace, args)
+    return Rendered([d for d in yaml.safe_load_all(out) if d])
+
+
+def pod_of(objs, name):
+    return objs.get(("Deployment", name), {}).get("spec", {}).get("template", {}).get("spec", {})
+
+
+def container_of(objs, name):
+    return (pod_of(objs, name).get("containers") or [{}])[0]
+
+
+class Expect:
+    """Collects failed expectations under one case name."""
+
+    def __init__(self, name, failures):
+        self.name, self.failures = name, failures
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.failures.append(f"{self.name}: {what}")
+        return cond
+
+    def equal(self, got, want, what):
+        return self(got == want, f"{what}: got {got!r}, want {want!r}")
+
+
+def check_operator_slinky_values(failures):
+    """values/operator-slinky.yaml sets every key of Slinky's slurm-operator chart; each must
+    show in the objects with the meaning it has there."""
+    try:
+        import yaml
+    except ImportError:
+        return
+    values = yaml.safe_load((VALUES / "operator-slinky.yaml").read_text())
+    op, wh = values["operator"], values["webhook"]
+    objs = operator_objects(["--values", str(VALUES / "operator-slinky.yaml")])
+    want = Expect("operator-slinky", failures)
+    name, hook, ns = "site-slurm-operator", "site-slurm-operator-webhook", "hpc-system"
+
+    for obj in objs.docs:
+        kind, obj_name = obj["kind"], obj["metadata"]["name"]
+        if kind not in ("ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration") \
+                and (kind, obj_name) != ("RoleBinding", name) and obj_name != "site-notes":
+            want.equal(obj["metadata"].get("namespace"), ns, f"namespaceOverride: {kind} {obj_name}")
+    want(not any(k == "CustomResourceDefinition" for k, _ in objs), "crds.enabled: false renders no CRD")
+
+    # The operator.
+    want.equal(objs.get(("Deployment", name), {}).get("spec", {}).get("replicas"), op["replicas"],
+               "operator.replicas")
+    pod, ctr = pod_of(objs, name), container_of(objs, name)
+    want.equal(ctr.get("image"), f"{op['image']['repository']}@{op['image']['digest']}",
+               "operator.image: the digest wins over the tag")
+    want.equal(ctr.get("imagePullPolicy"), op["imagePullPolicy"], "operator.imagePullPolicy over imagePullPolicy")
+    want.equal(pod.get("serviceAccountName"), op["serviceAccount"]["name"], "operator.serviceAccount.name")
+    want(("ServiceAccount", op["serviceAccount"]["name"]) not in objs, "operator.serviceAccount.create: false")
+    for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"):
+        want.equal(pod.get(key), op[key], f"operator.{key}")
+    want.equal(pod.get("priorityClassName"), values["priorityClassName"], "priorityClassName")
+    want.equal(pod.get("imagePullSecrets"), values["imagePullSecrets"], "imagePullSecrets")
+    want.equal(pod.get("securityContext", {}).get("fsGroup"), 2000, "operator.podSecurityContext")
+    want.equal(ctr.get("securityContext", {}).get("runAsUser"), 1001, "operator.securityContext")
+    want.equal(ctr.get("resources"), op["resources"], "operator.resources")
+    args = ctr.get("args", [])
+    for kind in ("accounting", "controller", "loginset", "nodeset", "restapi", "token"):
+        want(f"--{kind}-workers={op[kind + 'Workers']}" in args, f"operator.{kind}Workers, args {args}")
+    want(not any("slurmclient" in a for a in args), "operator.slurmclientWorkers: no flag")
+    for arg, key in (("--log-level=debug", "logLevel 3 (zap: more verbose than info)"),
+                     ("--health-addr=:9081", "healthPort"), ("--metrics-addr=:9080", "metricsPort"),
+                     ("--leader-elect", "leaderElection"), ("--namespaces=slurm,hpc", "namespaces")):
+        want(arg in args, f"operator.{key}: want {arg} in {args}")
+    bound = sorted(d["metadata"]["namespace"] for d in objs.docs
+                   if d["kind"] == "RoleBinding" and d["metadata"]["name"] == name)
+    want.equal(bound, ["hpc", "slurm"], "operator.namespaces: a RoleBinding in each")
+    want(("ClusterRoleBinding", name) not in objs, "operator.namespaces: no cluster-wide binding")
+    pdb = objs.get(("PodDisruptionBudget", name), {}).get("spec", {})
+    want(pdb.get("maxUnavailable") == 1 and "minAvailable" not in pdb,
+         f"operator.pdb: maxUnavailable wins over minAvailable, got {pdb}")
+
+    # The webhook.
+    pod, ctr = pod_of(objs, hook), container_of(objs, hook)
+    want.equal(objs.get(("Deployment", hook), {}).get("spec", {}).get("replicas"), wh["replicas"],
+               "webhook.replicas")
+    want.equal(ctr.get("image"), f"{wh['image']['repository']}:{wh['image']['tag']}", "webhook.image")
+    want.equal(ctr.get("imagePullPolicy"), wh["imagePullPolicy"], "webhook.imagePullPolicy")
+    want.equal(pod.get("serviceAccountName"), wh["serviceAccount"]["name"], "webhook.serviceAccount.name")
+    want(("ServiceAccount", wh["serviceAccount"]["name"]) not in objs, "webhook.serviceAccount.create: false")
+    for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"):
+        want.equal(pod.get(key), wh[key], f"webhook.{key}")
+    want.equal(pod.get("imagePullSecrets"), values["imagePullSecrets"], "imagePullSecrets (webhook)")
+    want(pod.get("securityContext", {}).get("runAsUser") == 2000 and
+         pod["securityContext"].get("runAsGroup") == 2000, "webhook.podSecurityContext")
+    want.equal(ctr.get("securityContext", {}).get("privileged"), False, "webhook.securityContext")
+    want.equal(ctr.get("resources", {}).get("requests"), wh["resources"]["requests"], "webhook.resources")
+    args = ctr.get("args", [])
+    want("--server-addr=:10443" in args and ctr.get("ports", [{}])[0].get("containerPort") == 10443,
+         f"webhook.serverPort, args {args}")
+    want("--log-level=error" in args, f"webhook.logLevel, args {args}")
+    want.equal([v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v],
+               [values["certManager"]["secretName"]], "certManager.secretName: the mounted Secret")
+    pdb = objs.get(("PodDisruptionBudget", hook), {}).get("spec", {})
+    want.equal(pdb.get("minAvailable"), "50%", "webhook.pdb.minAvailable")
+    vwc = objs.get(("ValidatingWebhookConfiguration", hook), {})
+    want.equal(vwc.get("metadata", {}).get("annotations", {}).get("cert-manager.io/inject-ca-from"),
+               f"{ns}/site-webhook-tls", "certManager.enabled: the caBundle injected by cert-manager")
+    hooks = vwc.get("webhooks", [])
+    want.equal(len(hooks), 6, "six validating webhooks")
+    for h in hooks:
+        want("caBundle" not in h.get("clientConfig", {}), f"{h['name']}: no caBundle of the chart's own")
+        want.equal(h.get("failurePolicy"), "Ignore", f"{h['name']}: webhook.validating.failurePolicy")
+        want.equal(h.get("matchPolicy"), "Exact", f"{h['name']}: webhook.validating.matchPolicy")
+        want.equal(h.get("matchConditions"), wh["validating"]["matchConditions"],
+                   f"{h['name']}: webhook.validating.matchConditions")
+        want.equal(h.get("timeoutSeconds"), wh["timeoutSeconds"], f"{h['name']}: webhook.timeoutSeconds")
+        want.equal(h.get("namespaceSelector", {}).get("matchExpressions", [{}])[0],
+                   {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["slurm", "hpc"]},
+                   f"{h['name']}: webhook.namespaces")
+    want(not any(k == "MutatingWebhookConfiguration" for k, _ in objs),
+         "webhook.podsBinding: no mutating webhook (Tightrope's webhook serves none)")
+    want(("Secret", "site-webhook-tls") not in objs, "certManager.enabled: the chart makes no Secret")
+
+    # cert-manager's chain: serving Certificate <- CA Issuer <- CA Certificate <- self-signed Issuer.
+    serving = objs.get(("Certificate", "site-webhook-tls"), {}).get("spec", {})
+    cm = values["certManager"]
+    want(serving.get("secretName") == cm["secretName"] and serving.get("duration") == cm["duration"]
+         and serving.get("renewBefore") == cm["renewBefore"], f"certManager: the serving Certificate, got {serving}")
+    want(f"{hook}.{ns}.svc" in serving.get("dnsNames", []), f"the Certificate names the Service, got {serving}")
+    ca_issuer = objs.get(("Issuer", serving.get("issuerRef", {}).get("name")), {}).get("spec", {})
+    ca = objs.get(("Certificate", ca_issuer.get("ca", {}).get("secretName")), {}).get("spec", {})
+    want(ca.get("isCA") is True, f"the serving Certificate's Issuer signs with a CA Certificate, got {ca_issuer}")
+    root = objs.get(("Issuer", ca.get("issuerRef", {}).get("name")), {}).get("spec", {})
+    want("selfSigned" in root, f"the CA Certificate comes from a self-signed Issuer, got {root}")
+
+    extra = objs.get(("ConfigMap", "site-notes"), {})
+    want(extra.get("metadata", {}).get("namespace") == "slinky" and
+         extra.get("data", {}).get("release") == "slurm-operator", "extraObjects, rendered with tpl")
+
+    # operator.enabled: false (values/operator-webhook-only.yaml): the webhook alone.
+    objs = operator_objects(["--values", str(VALUES / "operator-webhook-only.yaml")])
+    want = Expect("operator-webhook-only", failures)
+    want(not any(k in (("Deployment", "slurm-operator"), ("ServiceAccount", "slurm-operator"),
+                       ("ClusterRole", "slurm-operator"), ("ClusterRole", "slurm-operator-nodes"))
+                 for k in objs), f"operator.enabled: false leaves no operator object, got {sorted(objs)}")
+    hook = "slurm-operator-webhook"
+    want.equal(pod_of(objs, hook).get("serviceAccountName"), "default",
+               "webhook.serviceAccount.create: false without a name")
+    want(("ServiceAccount", hook) not in objs, "webhook.serviceAccount.create: false makes none")
+    want.equal(container_of(objs, hook).get("image"), "localhost/site/slurm-operator:1.2.1",
+               "webhook.image as one string")
+    for h in objs.get(("ValidatingWebhookConfiguration", hook), {}).get("webhooks", []):
+        want.equal(h.get("namespaceSelector"), {"matchLabels": {"slinky.slurm.net/validate": "true"}},
+                   f"{h['name']}: webhook.validating.namespaceSelector, verbatim")
+
+
+def check_operator_precedence(failures):
+    """Where Slinky and Tightrope name the same thing, Tightrope's key keeps working and
+    Slinky's per-component key wins when set."""
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        return
+    want = Expect("operator precedence", failures)
+    op, hook = "slurm-operator", "slurm-operator-webhook"
+
+    def objs(*args):
+        return operator_objects(list(args))
+
+    o = objs("--set", "operator.leaderElection=false")
+    want("--leader-elect" not in container_of(o, op).get("args", []), "operator.leaderElection: false over leaderElection")
+    want(("Role", f"{op}-leader-election") not in o, "operator.leaderElection: false: no Lease role")
+    want.equal(objs("--set", "operator.replicas=0")[("Deployment", op)]["spec"]["replicas"], 0,
+               "operator.replicas: 0 is a value, not unset")
+    o = objs("--set", "nodeSelector.zone=a", "--set", "operator.nodeSelector.role=ops")
+    want.equal(pod_of(o, op).get("nodeSelector"), {"role": "ops"}, "operator.nodeSelector over nodeSelector")
+    want.equal(pod_of(o, hook).get("nodeSelector"), {"zone": "a"}, "nodeSelector for the webhook")
+    o = objs("--set", "serviceAccount.name=legacy", "--set", "operator.serviceAccount.name=slinky-sa")
+    want.equal(pod_of(o, op).get("serviceAccountName"), "slinky-sa", "operator.serviceAccount.name")
+    want(("ServiceAccount", "slinky-sa") in o, "the ServiceAccount made under Slinky's name")
+    want.equal(pod_of(objs("--set", "serviceAccount.name=legacy"), op).get("serviceAccountName"),
+               "legacy", "serviceAccount.name alone")
+    o = objs("--set", "image.tag=v9", "--set", "operator.image.repository=localhost/x/op")
+    want.equal([container_of(o, n).get("image") for n in (op, hook)], ["localhost/x/op:v9"] * 2,
+               "operator.image over image, and the webhook runs the operator's image")
+    o = objs("--set", "imagePullPolicy=Always")
+    want.equal([container_of(o, n).get("imagePullPolicy") for n in (op, hook)], ["Always"] * 2,
+               "imagePullPolicy over image.pullPolicy")
+    o = objs("--set", "operator.image.repository=registry.example.org/slinkyproject/slurm-operator",
+             "--set", "operator.image.tag=1.2.1", "--set-string",
+             "webhook.image=registry.example.org/slinkyproject/slurm-operator-webhook:1.2.1")
+    want.equal([container_of(o, n).get("image") for n in (op, hook)],
+               ["localhost/tightrope/slurm-operator:dev"] * 2, "Slinky's own images are passed over")
+    want("--server-addr=:8443" in container_of(objs("--set", "webhook.port=8443"), hook).get("args", []),
+         "webhook.port alone")
+    o = objs("--set", "webhook.port=8443", "--set", "webhook.serverPort=10443")
+    want("--server-addr=:10443" in container_of(o, hook).get("args", []), "webhook.serverPort over webhook.port")
+    o = objs("--set", "webhook.failurePolicy=Ignore")
+    want.equal({h["failurePolicy"] for h in o[("ValidatingWebhookConfiguration", hook)]["webhooks"]},
+               {"Ignore"}, "webhook.failurePolicy alone")
+    o = objs("--set", "webhook.failurePolicy=Ignore", "--set", "webhook.validating.failurePolicy=Fail")
+    want.equal({h["failurePolicy"] for h in o[("ValidatingWebhookConfiguration", hook)]["webhooks"]},
+               {"Fail"}, "webhook.validating.failurePolicy over webhook.failurePolicy")
+    o = objs("--set", "operator.logLevel=panic", "--set-string", "webhook.logLevel=2")
+    want("--log-level=error" in container_of(o, op).get("args", []), "zap's panic: error")
+    want("--log-level=debug" in container_of(o, hook).get("args", []), "zap's level 2: debug")
+    listed = render("slurm-operator", "x", "slinky", ["--set", "operator.namespaces={slurm,hpc}"])
+    joined = render("slurm-operator", "x", "slinky", ["--set-string", "operator.namespaces=slurm\\,hpc"])
+    strip = lambda text: "\n".join(line for line in text.splitlines()
+                                   if not GENERATED_LINE.match(line))
+    want(strip(listed) == strip(joined), "operator.namespaces: a list and a comma-separated string agree")
+
+
+def check_operator_notes(failures):
+    """Unknown keys install and are named in NOTES.txt; the chart's own keys (values.yaml, the
+    list NOTES.txt keeps) are not; Slinky keys without effect here are named as such."""
+    result = helm("install", "x", str(CHARTS / "slurm-operator"), "--dry-run=client", "--namespace", "slinky",
+                  "--set", "futureKey=1", "--set", "operator.newThing=2", "--set", "webhook.podsBinding=true")
+    if result.returncode != 0:
+        failures.append(f"slurm-operator with unknown keys: want an install, got {result.stderr.strip()[:600]}")
+    else:
+        notes = result.stdout.split("\nNOTES:\n", 1)[-1]
+        for part in ("futureKey", "operator.newThing", "WARNING: webhook.podsBinding"):
+            if part not in notes:
+                failures.append(f"slurm-operator NOTES.txt does not name {part}:\n{notes[-1500:]}")
+    result = helm("install", "x", str(CHARTS / "slurm-operator"), "--dry-run=client", "--namespace", "slinky")
+    if result.returncode != 0 or "WARNING" in result.stdout:
+        failures.append(f"slurm-operator defaults: want an install without warnings, got "
+                        f"{(result.stderr or result.stdout).strip()[-800:]}")
+    try:
+        import yaml
+    except ImportError:
+        return
+    values = yaml.safe_load((CHARTS / "slurm-operator" / "values.yaml").read_text())
+    helpers = (CHARTS / "slurm-operator" / "templates" / "_helpers.tpl").read_text()
+    listed = yaml.safe_load(re.search(r'define "slurm-operator.knownKeys" -}}\n(.*?)\n\{\{- end',
+                                      helpers, re.S).group(1))
+    want = {"": sorted([*values, "global", "slurm-operator-crds"]),
+            **{c: sorted(values[c]) for c in ("operator", "webhook", "certManager")}}
+    if {k: sorted(v) for k, v in listed.items()} != want:
+        failures.append(f"_helpers.tpl slurm-operator.knownKeys {listed} is not the keys of values.yaml {want}")
+
+
+def check_operator_slinky_defaults(failures):
+    """Slinky's own values.yaml of each release installs: every key known, its images replaced
+    by the chart's, its worker counts and cert-manager taken. Needs a git directory of Slinky's
+    slurm-operator in $SLINKY_CHART_REPO (read at test time, never copied into this tree)."""
+    repo = os.environ.get("SLINKY_CHART_REPO", "")
+    if not repo:
+        print("note: SLINKY_CHART_REPO unset: Slinky's own values files not rendered")
+        return
+    try:
+        import yaml
+    except ImportError:
+        return
+    import tempfile
+    tags = subprocess.run(["git", "-C", repo, "tag", "--list", "v1.*"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    for ref in [t for t in tags if "-rc" not in t] + ["HEAD"]:
+        want = Expect(f"Slinky {ref} values.yaml", failures)
+        text = subprocess.run(["git", "-C", repo, "show", f"{ref}:helm/slurm-operator/values.yaml"],
+                              capture_output=True, text=True, check=True).stdout
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(text)
+            f.flush()
+            result = helm("install", "slurm-operator", str(CHARTS / "slurm-operator"), "--dry-run=client",
+                          "--namespace", "slinky", "--values", f.name)
+            if not want(result.returncode == 0, f"install refused: {result.stderr.strip()[:600]}"):
+                continue
+            notes = result.stdout.split("\nNOTES:\n", 1)[-1]
+            want("keys this chart does not know" not in notes, f"unknown keys: {notes[-800:]}")
+            objs = operator_objects(["--values", f.name])
+        slinky = yaml.safe_load(text)
+        op, hook = "slurm-operator", "slurm-operator-webhook"
+        args = container_of(objs, op).get("args", [])
+        for kind in ("accounting", "controller", "loginset", "nodeset", "restapi", "token"):
+            count = slinky["operator"].get(f"{kind}Workers")
+            want(f"--{kind}-workers={count}" in args, f"operator.{kind}Workers={count}, args {args}")
+        want("--leader-elect" in args, "leader election")
+        want.equal([container_of(objs, n).get("image") for n in (op, hook)],
+                   ["localhost/tightrope/slurm-operator:dev"] * 2, "the chart's image, not Slinky's")
+        want(not any(k == "CustomResourceDefinition" for k, _ in objs), "crds.enabled: false")
+        secret = slinky["certManager"]["secretName"]
+        want(("Certificate", secret) in objs, f"certManager.enabled: Certificate {secret}")
+        vwc = objs.get(("ValidatingWebhookConfiguration", hook), {})
+        want.equal(vwc.get("metadata", {}).get("annotations", {}).get("cert-manager.io/inject-ca-from"),
+                   f"slinky/{secret}", "cert-manager injects the caBundle")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--update", action="store_true", help="rewrite the golden files")
+    parser.add_argument("--chart", choices=SELECTED, help="only this chart's cases and checks")
     args = parser.parse_args()
     program = os.environ.get("HELM", "")
     if not program or not (os.path.isfile(program) and os.access(program, os.X_OK)):
         print(f"SKIP: no helm: HELM={program!r} is not a program (configure with "
               "-DTIGHTROPE_HELM=/path/to/helm, or let `scripts/testbed tool-path helm` provide it)")
         return SKIP
+    if args.chart:
+        SELECTED[:] = [args.chart]
     failures = []
     check_golden(args.update, failures)
     if not args.update:
         check_lint(failures)
         check_invalid(failures)
-        check_crds_packaged(failures)
-        check_crs_fit_crds(failures)
+        if "slurm-operator" in SELECTED:
+            check_crds_packaged(failures)
+            check_crds_left_alone(failures)
+            check_operator_slinky_values(failures)
+            check_operator_precedence(failures)
+            check_operator_notes(failures)
+            check_operator_slinky_defaults(failures)
+        if "slurm" in SELECTED:
+            check_crs_fit_crds(failures)
+            check_slinky_values(failures)
+            check_notes(failures)
     for f in failures:
         print(f"FAIL {f}\n")
     if failures:
