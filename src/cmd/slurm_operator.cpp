@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
                  "(SlurmNodeDrained) or taint (the condition and a NoSchedule taint)")
       ->check(CLI::IsMember({"none", "condition", "taint"}))
       ->capture_default_str();
+  std::string propagated;
+  app.add_option("--propagated-node-conditions", propagated,
+                 "Kubernetes Node condition types, comma-separated, that drain the Slurm nodes "
+                 "of the Node's pods while True, their reason and message the drain reason");
   for (auto& [name, count] : workers) {
     app.add_option("--" + name + "-workers", count,
                    "concurrent reconciles of the " + name + " controller")
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
   log::configure(level, log_format == "json" ? log::Format::kJson : log::Format::kLogfmt);
   options.namespaces = split_list(namespaces);
   options.workers = workers;
+  options.propagated_node_conditions = split_list(propagated);
   options.slurm_check_period = std::chrono::seconds(check_period);
   options.mirror_slurm_drains = mirror == "taint" ? op::OperatorOptions::DrainMirror::kTaint
                                 : mirror == "condition"

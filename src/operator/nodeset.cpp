@@ -188,6 +188,7 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.conditions = conditions_of(nodeset);
   world.controller = controller_of(cache_, ns, ns_ref.spec.controller_ref.name);
   world.mirror_slurm_drains = runtime_.options().mirror_slurm_drains;
+  world.propagated_node_conditions = runtime_.options().propagated_node_conditions;
 
   for (const auto& r : cache_.list(kube::resources::controller_revisions(), ns)) {
     const kube::OwnerReference* owner = r->meta.controller_ref();

@@ -359,6 +359,23 @@ std::string cordon_reason(const json& kube_node, const std::string& key) {
   return with_prefix("Node (" + node + ") was cordoned, Pod (" + key + ") must be cordoned");
 }
 
+std::string node_problems(const json& kube_node, const std::vector<std::string>& types) {
+  std::vector<std::string> problems;
+  const json conditions = kube_node.value("/status/conditions"_json_pointer, json::array());
+  for (const auto& type : types) {
+    for (const auto& c : conditions) {
+      if (c.value("type", "") == type && c.value("status", "") == "True") {
+        problems.push_back("(" + c.value("reason", type) + ": " + c.value("message", "") + ")");
+      }
+    }
+  }
+  std::string out;
+  for (const auto& p : problems) {
+    out += (out.empty() ? "" : "; ") + p;
+  }
+  return sanitized(out, 256);
+}
+
 bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
@@ -1277,18 +1294,26 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   const kube::Document* kube_node = found == world.kube_nodes.end() ? nullptr : found->second.get();
   const bool cordoned =
       kube_node != nullptr && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
+  // A propagated condition drains like a cordon, and names the problem unless the cordon
+  // reason annotation does.
+  const std::string problems =
+      kube_node != nullptr ? node_problems(kube_node->doc, world.propagated_node_conditions) : "";
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
-  if (cordoned && !admin) {
-    const std::string reason = cordon_reason(kube_node->doc, key);
+  if ((cordoned || !problems.empty()) && !admin) {
+    const bool named = !annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
+    const std::string reason = !problems.empty() && !(cordoned && named)
+                                   ? with_prefix(problems)
+                                   : cordon_reason(kube_node->doc, key);
     if (!node.drain() || node.reason != reason) {
       add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
-          {{false, "NodeCordon",
-            "Kubernetes node " + w.kube_node + " is cordoned: drained " + w.hostname + " (pod " +
-                w.name + ")"}});
+          {{false, cordoned ? "NodeCordon" : "NodeProblem",
+            "Kubernetes node " + w.kube_node +
+                (cordoned ? " is cordoned" : " reports " + problems) + ": drained " +
+                w.hostname + " (pod " + w.name + ")"}});
     }
     set_pod_cordon(w, true);
-  } else if (!cordoned) {
+  } else if (!cordoned && problems.empty()) {
     if (node.drain() && operator_reason(node.reason)) {
       add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",

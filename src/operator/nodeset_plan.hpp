@@ -191,6 +191,7 @@ struct NodeSetWorld {
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
   SlurmView slurm;
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
+  std::vector<std::string> propagated_node_conditions;  // OperatorOptions
   slurm::Time now;
 };
 

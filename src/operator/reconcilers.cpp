@@ -397,19 +397,21 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
     return settled();
   }
   const kube::ResourceType& type = resources::loginsets();
-  auto loaded = load(runtime_, type, *doc, &api::decode_loginset);
+  // Slinky's CRD requires status.selector in every status written.
+  const std::string selector = std::string(api::kLabelName) + "=login," +
+                               std::string(api::kLabelInstance) + "=" + doc->meta.name;
+  auto loaded = load(runtime_, type, *doc, &api::decode_loginset, {{"selector", selector}});
   if (!loaded) {
     return settled();
   }
   const api::LoginSet& l = *loaded;
   const std::string& ns = l.metadata.namespace_name;
   const auto& before = l.status.conditions;
-  const std::string selector = std::string(api::kLabelName) + "=login," +
-                               std::string(api::kLabelInstance) + "=" + l.metadata.name;
+  // A path that did not count the pods keeps the count the status has.
   const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next,
-                             int64_t replicas = 0) {
+                             std::optional<int64_t> replicas = std::nullopt) {
     return report(runtime_, type, l.metadata, before, before, ready, std::move(next),
-                  {{"replicas", replicas}, {"selector", selector}});
+                  {{"replicas", replicas.value_or(l.status.replicas)}, {"selector", selector}});
   };
   auto controller = controller_of(cache_, ns, l.spec.controller_ref.name);
   if (!controller) {

@@ -609,6 +609,48 @@ TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {
   EXPECT_TRUE(eventually([&] { return mirrored(false); }, kConverge));
 }
 
+TEST_F(NodeSetTest, APropagatedNodeConditionDrainsUntilItClears) {
+  op_ = std::make_unique<OperatorProcess>(
+      ns_, std::vector<std::string>{"--propagated-node-conditions", "CPUProblem,GPUProblem"});
+  op_->start();
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().front()["spec"].value("nodeName", "");
+  // As a node problem detector reports a GPU fault: a condition on the Node's status.
+  const auto report = [&](const json& condition) {
+    const auto patched = client_->patch(kube::resources::nodes(), "", kube_node,
+                                        kube::PatchType::kStrategicMerge,
+                                        {{"status", {{"conditions", json::array({condition})}}}},
+                                        "status");
+    ASSERT_TRUE(patched) << patched.error().message;
+  };
+  report({{"type", "GPUProblem"},
+          {"status", "True"},
+          {"reason", "GpuXid"},
+          {"message", "Xid 79 on GPU 3"},
+          {"lastTransitionTime", "2026-12-03T12:00:00Z"}});
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && node->drain() && node->reason == "slurm-operator: (GpuXid: Xid 79 on GPU 3)";
+      },
+      kConverge))
+      << (slurm_node(pod) ? slurm_node(pod)->reason : "no node");
+  report({{"type", "GPUProblem"},
+          {"status", "False"},
+          {"reason", "GpuOk"},
+          {"message", ""},
+          {"lastTransitionTime", "2026-12-03T12:05:00Z"}});
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && !node->drain();
+      },
+      kConverge));
+  report({{"type", "GPUProblem"}, {"$patch", "delete"}});
+}
+
 TEST_F(NodeSetTest, APinnedPodComesBackToItsNode) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,

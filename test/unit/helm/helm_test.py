@@ -590,6 +590,7 @@ def check_operator_slinky_values(failures):
     for kind in ("accounting", "controller", "loginset", "nodeset", "restapi", "token"):
         want(f"--{kind}-workers={op[kind + 'Workers']}" in args, f"operator.{kind}Workers, args {args}")
     want(not any("slurmclient" in a for a in args), "operator.slurmclientWorkers: no flag")
+    want("--propagated-node-conditions=KubeletUnhealthy" in args, f"propagatedNodeConditions, args {args}")
     for arg, key in (("--log-level=debug", "logLevel 3 (zap: more verbose than info)"),
                      ("--health-addr=:9081", "healthPort"), ("--metrics-addr=:9080", "metricsPort"),
                      ("--leader-elect", "leaderElection"), ("--namespaces=slurm,hpc", "namespaces")):

@@ -327,6 +327,53 @@ TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
   EXPECT_EQ(undrains[0].node, "cpu-0");
 }
 
+TEST(NodeSetPlan, APropagatedNodeConditionDrainsWithItsReasonAndUndrainsWhenItClears) {
+  Bed bed(1, 1);
+  bed.world.propagated_node_conditions = {"CPUProblem", "GPUProblem"};
+  auto troubled = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  troubled->doc["status"]["conditions"] = json::parse(R"([
+      {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"},
+      {"type": "GPUProblem", "status": "True", "reason": "GpuCountMismatch",
+       "message": "Node has 3, expected 4"},
+      {"type": "CPUProblem", "status": "True", "reason": "BadCPU", "message": "CPU 17: MCE"},
+      {"type": "DiskProblem", "status": "True", "reason": "Full", "message": "not propagated"}])");
+  bed.world.kube_nodes["k8s-0"] = troubled;
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  // In the order of the flag, as Slinky writes them.
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: (BadCPU: CPU 17: MCE); (GpuCountMismatch: Node has 3, expected 4)");
+
+  // Cordoned as well, with a reason of its own: the annotation speaks.
+  auto cordoned = std::make_shared<kube::Document>(*troubled);
+  cordoned->doc["spec"]["unschedulable"] = true;
+  cordoned->doc["metadata"]["annotations"][std::string(api::kAnnotationNodeCordonReason)] =
+      "GPU swap";
+  bed.world.kube_nodes["k8s-0"] = cordoned;
+  drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: GPU swap");
+
+  // The problems clear: the operator's drain goes.
+  auto healthy = std::make_shared<kube::Document>(*troubled);
+  healthy->doc["status"]["conditions"][1]["status"] = "False";
+  healthy->doc["status"]["conditions"][2]["status"] = "False";
+  bed.world.kube_nodes["k8s-0"] = healthy;
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "slurm-operator: (BadCPU: CPU 17: MCE)";
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+
+  // Without the flag a condition is only a condition.
+  bed.world.propagated_node_conditions.clear();
+  bed.world.kube_nodes["k8s-0"] = troubled;
+  bed.nodes["cpu-0"].state = {"IDLE"};
+  bed.nodes["cpu-0"].reason.clear();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(bed.plan()).empty());
+}
+
 TEST(NodeSetPlan, AnAdministratorsDrainIsNeverUndone) {
   Bed bed(1, 1);
   bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
