@@ -1,5 +1,5 @@
 // slurm-operator-webhook: the validating admission webhook of the slinky.slurm.net/v1beta1
-// resources, served over HTTPS with a certificate it reads again when its files change, and a
+// resources (and, with --pods-binding, the topology copy of pods/binding), served over HTTPS with a certificate it reads again when its files change, and a
 // clean stop on SIGTERM. deploy/webhook/validating-webhook.yaml registers it.
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -36,6 +36,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn or error");
   app.add_option("--log-format", log_format, "logfmt or json")
       ->check(CLI::IsMember({"logfmt", "json"}));
+  bool pods_binding = false;
+  app.add_flag("--pods-binding", pods_binding,
+               "serve " + std::string(webhook::kBindingPath) +
+                   ": a slurmd pod bound to a Node gets the Node's topology annotation");
   CLI11_PARSE(app, argc, argv);
 
   log::Level level = log::Level::kInfo;
@@ -84,6 +88,9 @@ int main(int argc, char** argv) {
   options.cert_file = cert_file;
   options.key_file = key_file;
   webhook::Server server(options, webhook::config_maps_from(client));
+  if (pods_binding) {
+    server.serve_bindings(webhook::copy_topology_with(client));
+  }
   if (auto started = server.start(); !started) {
     log::error("webhook.start_failed", {{"address", server_addr}, {"error", started.error()}});
     return 2;

@@ -7,6 +7,7 @@
 #include "api/defaults.hpp"
 #include "api/types.hpp"
 #include "api/validation.hpp"
+#include "api/well_known.hpp"
 #include "operator/build/controller.hpp"
 
 namespace tightrope::webhook {
@@ -377,6 +378,51 @@ json review_response(const Verdict& v) {
     response["warnings"] = v.warnings;
   }
   return {{"apiVersion", v.api_version}, {"kind", "AdmissionReview"}, {"response", response}};
+}
+
+std::pair<Verdict, std::optional<Binding>> read_binding(std::string_view body) {
+  Verdict v;
+  const json review = json::parse(body, nullptr, false);
+  Request r;
+  if (review.is_discarded()) {
+    bad_request(v, "the body is not JSON");
+    return {v, std::nullopt};
+  }
+  if (!read_review(review, r, v)) {
+    return {v, std::nullopt};
+  }
+  const json& request = review["request"];
+  if (r.operation != "CREATE" || !r.group.empty() || r.kind != "Binding" ||
+      request.value("/resource/resource"_json_pointer, std::string()) != "pods" ||
+      r.sub_resource != "binding" || request.value("dryRun", false)) {
+    return {v, std::nullopt};
+  }
+  Binding b;
+  b.namespace_name = v.namespace_name;
+  b.pod = v.name;
+  b.node = r.object->value("/target/name"_json_pointer, std::string());
+  if (b.pod.empty() || b.node.empty()) {
+    return {v, std::nullopt};
+  }
+  return {v, b};
+}
+
+std::optional<std::string> topology_for(const json& pod, const json& node) {
+  const std::string key(api::kAnnotationNodeTopologySpec);
+  if (pod.value("/metadata/labels"_json_pointer, json::object()).value(api::kLabelName, "") !=
+      "slurmd") {
+    return std::nullopt;
+  }
+  const json annotations = node.value("/metadata/annotations"_json_pointer, json::object());
+  const auto wanted = annotations.find(key);
+  if (wanted == annotations.end() || !wanted->is_string() || wanted->get<std::string>().empty()) {
+    return std::nullopt;
+  }
+  const json has = pod.value("/metadata/annotations"_json_pointer, json::object());
+  if (has.value(key, "") == wanted->get<std::string>()) {
+    return std::nullopt;
+  }
+  return wanted->get<std::string>();
 }
 
 const std::vector<std::string>& validated_kinds() {

@@ -59,6 +59,22 @@ Verdict admit(std::string_view body, const ConfigMapLookup& config_maps);
 // The AdmissionReview that answers: apiVersion, kind, response {uid, allowed, status, warnings}.
 nlohmann::json review_response(const Verdict& verdict);
 
+// pods/binding, Slinky's optional mutating webhook: a slurmd pod bound to a Node that carries
+// topology.slinky.slurm.net/spec gets that annotation before the kubelet sees it, so slurmd
+// starts with SLINKY_TOPOLOGY set. The binding itself is never changed nor refused: what the
+// webhook does is a side effect on the pod, skipped for a dry run.
+struct Binding {
+  std::string namespace_name;
+  std::string pod;
+  std::string node;
+};
+// The binding to act on, with the Verdict that answers the review (always allowed; a review
+// that cannot be read is a 400). Nothing to do: anything but a CREATE of pods/binding, a dry run.
+std::pair<Verdict, std::optional<Binding>> read_binding(std::string_view body);
+// The topology annotation `pod` should get once bound to `node`: the Node's, for a slurmd pod
+// whose annotation differs; nullopt otherwise (another pod, a Node without one, already there).
+std::optional<std::string> topology_for(const nlohmann::json& pod, const nlohmann::json& node);
+
 // The lower-case names of the kinds validated here ("controller", "nodeset", ...), for the
 // per-kind paths.
 const std::vector<std::string>& validated_kinds();

@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include "api/well_known.hpp"
 #include "base/log.hpp"
+#include "kube/resource.hpp"
 #include "webhook/certificate.hpp"
 
 namespace tightrope::webhook {
@@ -89,6 +91,18 @@ tightrope::Result<Done, std::string> Server::start() {
   for (const auto& path : review_paths()) {
     server->Post(path, on_review);
   }
+  if (binding_effect_) {
+    server->Post(std::string(kBindingPath), [this](const httplib::Request& req,
+                                                   httplib::Response& res) {
+      const auto started = std::chrono::steady_clock::now();
+      auto [verdict, binding] = read_binding(req.body);
+      if (binding) {
+        binding_effect_(*binding);
+      }
+      log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
+      res.set_content(review_response(verdict).dump(), "application/json");
+    });
+  }
   // Nothing to wait for once the certificate is loaded: ready as soon as it serves.
   for (const char* path : {"/healthz", "/readyz"}) {
     server->Get(path, [](const httplib::Request&, httplib::Response& res) {
@@ -155,6 +169,41 @@ ConfigMapLookup config_maps_from(kube::Client& client) {
       }
     }
     return data;
+  };
+}
+
+BindingEffect copy_topology_with(kube::Client& client) {
+  return [&client](const Binding& b) {
+    const std::string pod_key = b.namespace_name + "/" + b.pod;
+    auto pod = client.get(kube::resources::pods(), b.namespace_name, b.pod);
+    if (!pod) {
+      log::warn("webhook.binding_pod_unreadable", {{"pod", pod_key}, {"error", pod.error().message}});
+      return;
+    }
+    auto node = client.get(kube::resources::nodes(), "", b.node);
+    if (!node) {
+      if (node.error().kind != kube::ErrorKind::kNotFound) {
+        log::warn("webhook.binding_node_unreadable",
+                  {{"node", b.node}, {"error", node.error().message}});
+      }
+      return;
+    }
+    const auto topology = topology_for(*pod, *node);
+    if (!topology) {
+      return;
+    }
+    const nlohmann::json patch = {
+        {"metadata",
+         {{"annotations", {{std::string(api::kAnnotationNodeTopologySpec), *topology}}}}}};
+    if (auto patched = client.patch(kube::resources::pods(), b.namespace_name, b.pod,
+                                    kube::PatchType::kMerge, patch);
+        !patched) {
+      log::warn("webhook.binding_patch_failed",
+                {{"pod", pod_key}, {"node", b.node}, {"error", patched.error().message}});
+      return;
+    }
+    log::info("webhook.topology_copied",
+              {{"pod", pod_key}, {"node", b.node}, {"topology", *topology}});
   };
 }
 

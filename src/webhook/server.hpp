@@ -8,8 +8,10 @@
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -37,8 +39,14 @@ struct ServerOptions {
   std::chrono::seconds io_timeout{10};
 };
 
-// Every path that takes an AdmissionReview.
+// Every path that takes an AdmissionReview to validate.
 std::vector<std::string> review_paths();
+// The path of pods/binding (Slinky's and controller-runtime's name for a core/v1 Binding).
+inline constexpr std::string_view kBindingPath = "/mutate--v1-binding";
+
+// What a pods/binding review does to the pod (copy the Node's topology annotation); failures
+// are the effect's to log: the binding goes on either way.
+using BindingEffect = std::function<void(const Binding&)>;
 
 class Server {
  public:
@@ -50,6 +58,8 @@ class Server {
   // Reads the certificate, binds and serves from a thread of its own; once. The error says what
   // failed: a certificate that does not load, an address that cannot be bound.
   tightrope::Result<Done, std::string> start();
+  // Serves kBindingPath too, before start().
+  void serve_bindings(BindingEffect effect) { binding_effect_ = std::move(effect); }
   // The bound port, once started.
   int port() const { return port_; }
   // Stops accepting, finishes the requests under way, joins the thread.
@@ -58,6 +68,7 @@ class Server {
  private:
   ServerOptions options_;
   ConfigMapLookup config_maps_;
+  BindingEffect binding_effect_;
   std::unique_ptr<ServingCertificate> certificate_;  // outlives server_'s TLS context
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
@@ -67,5 +78,9 @@ class Server {
 // ConfigMaps read through the API server (one GET each). A ConfigMap that is not there, or that
 // cannot be read, is nothing; a failure other than not-found is logged.
 ConfigMapLookup config_maps_from(kube::Client& client);
+
+// The topology copy through the API server: GET the pod and the Node, PATCH the pod's
+// annotation when topology_for says so.
+BindingEffect copy_topology_with(kube::Client& client);
 
 }  // namespace tightrope::webhook

@@ -207,6 +207,7 @@ class Webhook : public ::testing::Test {
     options.cert_file = pki_->dir() / "tls.crt";
     options.key_file = pki_->dir() / "tls.key";
     server_ = std::make_unique<Server>(options, config_maps_from(*client_));
+    server_->serve_bindings(copy_topology_with(*client_));
     auto started = server_->start();
     ASSERT_TRUE(started) << started.error();
 
@@ -302,6 +303,89 @@ class Webhook : public ::testing::Test {
   static inline bool registered_ = false;
   static inline bool ready_ = false;
 };
+
+TEST_F(Webhook, ASlurmdPodBoundToANodeTakesItsTopology) {
+  const kube::ResourceType mutating{"admissionregistration.k8s.io", "v1",
+                                    "mutatingwebhookconfigurations",
+                                    "MutatingWebhookConfiguration", false};
+  const std::string node = ns_ + "-node";
+  const std::string registration = ns_ + "-binding";
+  const std::string topology = "topo-switch:s2,topo-block:b2";
+  ASSERT_TRUE(client_->create(
+      kube::resources::nodes(), "",
+      {{"apiVersion", "v1"},
+       {"kind", "Node"},
+       {"metadata",
+        {{"name", node}, {"annotations", {{"topology.slinky.slurm.net/spec", topology}}}}}}));
+  const json hook = {
+      {"name", "binding." + ns_ + ".tightrope.test"},
+      {"admissionReviewVersions", {"v1"}},
+      {"sideEffects", "NoneOnDryRun"},
+      {"failurePolicy", "Fail"},  // here a missed call must fail the test, not pass unseen
+      {"timeoutSeconds", 5},
+      {"clientConfig",
+       {{"url", url(std::string(kBindingPath))},
+        {"caBundle", kube::encode_base64(pki_->ca_pem())}}},
+      {"namespaceSelector", {{"matchLabels", {{"tightrope.test/webhook", ns_}}}}},
+      {"rules", json::array({{{"apiGroups", {""}},
+                              {"apiVersions", {"v1"}},
+                              {"operations", {"CREATE"}},
+                              {"resources", {"pods/binding"}},
+                              {"scope", "Namespaced"}}})}};
+  ASSERT_TRUE(client_->create(mutating, "",
+                              {{"apiVersion", "admissionregistration.k8s.io/v1"},
+                               {"kind", "MutatingWebhookConfiguration"},
+                               {"metadata", {{"name", registration}}},
+                               {"webhooks", json::array({hook})}}));
+  // Pods no scheduler takes: this test binds them itself.
+  const auto pod = [&](const std::string& name, const std::string& app) {
+    return json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"labels", {{"app.kubernetes.io/name", app}}}}},
+                {"spec",
+                 {{"schedulerName", "tightrope-nobody"},
+                  {"containers", json::array({{{"name", "c"}, {"image", "none"}}})}}}};
+  };
+  const auto bind = [&](const std::string& name) {
+    return client_->create(kube::resources::pods(), ns_,
+                           {{"apiVersion", "v1"},
+                            {"kind", "Binding"},
+                            {"metadata", {{"name", name}}},
+                            {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}},
+                           name, "binding");
+  };
+  const auto topology_of = [&](const std::string& name) {
+    auto got = client_->get(kube::resources::pods(), ns_, name);
+    return got ? got->value("/metadata/annotations"_json_pointer, json::object())
+                     .value("topology.slinky.slurm.net/spec", "")
+               : std::string("(gone)");
+  };
+  ASSERT_TRUE(client_->create(kube::resources::pods(), ns_, pod("slinky-0", "slurmd")));
+  ASSERT_TRUE(client_->create(kube::resources::pods(), ns_, pod("login-0", "login")));
+  // The API server takes up the registration through an informer: the first binding may
+  // precede it, so each pod is bound once, after a slurmd probe pod shows the copy works.
+  bool active = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (int i = 0; !active && std::chrono::steady_clock::now() < deadline; ++i) {
+    const std::string probe = "probe-" + std::to_string(i);
+    ASSERT_TRUE(client_->create(kube::resources::pods(), ns_, pod(probe, "slurmd")));
+    ASSERT_TRUE(bind(probe));
+    active = topology_of(probe) == topology;
+    (void)client_->remove(kube::resources::pods(), ns_, probe);
+    if (!active) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  ASSERT_TRUE(active) << "no binding reached the webhook within 30 s";
+  auto bound = bind("slinky-0");
+  ASSERT_TRUE(bound) << bound.error().message;
+  EXPECT_EQ(topology_of("slinky-0"), topology);
+  ASSERT_TRUE(bind("login-0"));
+  EXPECT_EQ(topology_of("login-0"), "") << "only slurmd pods";
+
+  (void)client_->remove(mutating, "", registration);
+  (void)client_->remove(kube::resources::nodes(), "", node);
+}
 
 TEST_F(Webhook, AnInvalidControllerIsRefusedWithItsFieldPath) {
   auto created = client_->create(controllers(), ns_, invalid_controller("invalid"));

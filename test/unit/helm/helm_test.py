@@ -565,7 +565,8 @@ def check_operator_slinky_values(failures):
 
     for obj in objs.docs:
         kind, obj_name = obj["kind"], obj["metadata"]["name"]
-        if kind not in ("ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration") \
+        if kind not in ("ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+                        "MutatingWebhookConfiguration") \
                 and (kind, obj_name) != ("RoleBinding", name) and obj_name != "site-notes":
             want.equal(obj["metadata"].get("namespace"), ns, f"namespaceOverride: {kind} {obj_name}")
     want(not any(k == "CustomResourceDefinition" for k, _ in objs), "crds.enabled: false renders no CRD")
@@ -641,8 +642,17 @@ def check_operator_slinky_values(failures):
         want.equal(h.get("namespaceSelector", {}).get("matchExpressions", [{}])[0],
                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["slurm", "hpc"]},
                    f"{h['name']}: webhook.namespaces")
-    want(not any(k == "MutatingWebhookConfiguration" for k, _ in objs),
-         "webhook.podsBinding: no mutating webhook (Tightrope's webhook serves none)")
+    mutating = [o for (k, _), o in objs.items() if k == "MutatingWebhookConfiguration"]
+    want(len(mutating) == 1, "webhook.podsBinding: a MutatingWebhookConfiguration")
+    for m in mutating:
+        binding = m["webhooks"][0]
+        want(binding["rules"][0]["resources"] == ["pods/binding"] and
+             binding["clientConfig"]["service"]["path"] == "/mutate--v1-binding" and
+             binding["sideEffects"] == "NoneOnDryRun",
+             f"webhook.podsBinding: pods/binding to /mutate--v1-binding, got {binding}")
+    webhook_args = [a for (k, _), o in objs.items() if k == "Deployment"
+                    for c in o["spec"]["template"]["spec"]["containers"] for a in c.get("args", [])]
+    want("--pods-binding" in webhook_args, "webhook.podsBinding: the webhook serves the binding path")
     want(("Secret", "site-webhook-tls") not in objs, "certManager.enabled: the chart makes no Secret")
 
     # cert-manager's chain: serving Certificate <- CA Issuer <- CA Certificate <- self-signed Issuer.
@@ -739,12 +749,12 @@ def check_operator_notes(failures):
     """Unknown keys install and are named in NOTES.txt; the chart's own keys (values.yaml, the
     list NOTES.txt keeps) are not; Slinky keys without effect here are named as such."""
     result = helm("install", "x", str(CHARTS / "slurm-operator"), "--dry-run=client", "--namespace", "slinky",
-                  "--set", "futureKey=1", "--set", "operator.newThing=2", "--set", "webhook.podsBinding=true")
+                  "--set", "futureKey=1", "--set", "operator.newThing=2", "--set", "operator.profile=true")
     if result.returncode != 0:
         failures.append(f"slurm-operator with unknown keys: want an install, got {result.stderr.strip()[:600]}")
     else:
         notes = result.stdout.split("\nNOTES:\n", 1)[-1]
-        for part in ("futureKey", "operator.newThing", "WARNING: webhook.podsBinding"):
+        for part in ("futureKey", "operator.newThing", "WARNING: operator.profile"):
             if part not in notes:
                 failures.append(f"slurm-operator NOTES.txt does not name {part}:\n{notes[-1500:]}")
     result = helm("install", "x", str(CHARTS / "slurm-operator"), "--dry-run=client", "--namespace", "slinky")

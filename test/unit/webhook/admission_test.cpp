@@ -337,5 +337,61 @@ TEST(Admission, ALookupThatThrowsIsADenialNotACrash) {
   EXPECT_THAT(v.message, HasSubstr("boom"));
 }
 
+// ---- pods/binding.
+
+// The review the API server sends for POST pods/<pod>/binding.
+json binding_review(const std::string& pod, const std::string& node, bool dry_run = false) {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "b-1"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Binding"}}},
+            {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+            {"subResource", "binding"},
+            {"name", pod},
+            {"namespace", "slurm"},
+            {"operation", "CREATE"},
+            {"dryRun", dry_run},
+            {"object",
+             {{"apiVersion", "v1"},
+              {"kind", "Binding"},
+              {"metadata", {{"name", pod}, {"namespace", "slurm"}}},
+              {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}}}}}};
+}
+
+TEST(PodsBinding, ABindingIsReadAndAlwaysAllowed) {
+  auto [verdict, binding] = read_binding(binding_review("slinky-0", "gpu-7").dump());
+  EXPECT_TRUE(verdict.allowed);
+  EXPECT_EQ(review_response(verdict)["response"]["uid"], "b-1");
+  ASSERT_TRUE(binding);
+  EXPECT_EQ(binding->namespace_name, "slurm");
+  EXPECT_EQ(binding->pod, "slinky-0");
+  EXPECT_EQ(binding->node, "gpu-7");
+}
+
+TEST(PodsBinding, ADryRunOrAnotherRequestDoesNothing) {
+  EXPECT_FALSE(read_binding(binding_review("slinky-0", "gpu-7", true).dump()).second);
+  json other = binding_review("slinky-0", "gpu-7");
+  other["request"]["subResource"] = "status";
+  auto [verdict, binding] = read_binding(other.dump());
+  EXPECT_TRUE(verdict.allowed);
+  EXPECT_FALSE(binding);
+  EXPECT_EQ(read_binding("not json").first.code, 400);
+}
+
+TEST(PodsBinding, ASlurmdPodTakesItsNodesTopology) {
+  const json node = {{"metadata",
+                      {{"name", "gpu-7"},
+                       {"annotations", {{"topology.slinky.slurm.net/spec", "switch:s1"}}}}}};
+  json pod = {{"metadata", {{"name", "slinky-0"}, {"labels", {{"app.kubernetes.io/name", "slurmd"}}}}}};
+  EXPECT_EQ(topology_for(pod, node), "switch:s1");
+  pod["metadata"]["annotations"]["topology.slinky.slurm.net/spec"] = "switch:s1";
+  EXPECT_EQ(topology_for(pod, node), std::nullopt) << "already there";
+  json login = {{"metadata", {{"labels", {{"app.kubernetes.io/name", "login"}}}}}};
+  EXPECT_EQ(topology_for(login, node), std::nullopt) << "not a worker";
+  EXPECT_EQ(topology_for(pod, json{{"metadata", {{"name", "cpu-1"}}}}), std::nullopt)
+      << "a Node without a topology";
+}
+
 }  // namespace
 }  // namespace tightrope::webhook
