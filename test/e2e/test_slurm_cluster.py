@@ -140,9 +140,13 @@ def nodeset_ready(name: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def test_operator_installs_with_helm():
+def install_operator():
     helm("upgrade", "--install", "slurm-operator", str(REPO / "deploy/helm/slurm-operator"), "-n", OPERATOR_NS,
          "--create-namespace", "--wait", "--timeout", "180s", timeout=240)
+
+
+def test_operator_installs_with_helm():
+    install_operator()
     dep = get("deployment", "slurm-operator", OPERATOR_NS)
     assert dep["status"].get("availableReplicas") == 1
 
@@ -164,10 +168,23 @@ def test_cluster_comes_up_with_two_idle_workers():
     # later, and until then the API server's call is refused. A server-side dry run goes through
     # the same admission webhooks and changes nothing; it needs the namespace to exist.
     kubectl("create", "namespace", NS, check=False)
+    # The JWT key of a release made by Slinky v1.0's chart, under its name then: the chart must
+    # find it and keep it rather than make a new one.
+    legacy_jwt = f"{RELEASE}-auth-jwths256"
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": legacy_jwt, "namespace": NS,
+                     "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                     "annotations": {"meta.helm.sh/release-name": RELEASE,
+                                     "meta.helm.sh/release-namespace": NS}},
+        "stringData": {"jwt_hs256.key": "k" * 64}}))
     wait_until("the admission webhook to answer", lambda: cluster_dry_run().returncode == 0, timeout=60,
                explain=lambda: cluster_dry_run().stderr)
     helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "--create-namespace",
          "-f", str(VALUES), timeout=120)
+    spec = get("controller", RELEASE)["spec"]
+    assert spec["jwtKeyRef"] == {"name": legacy_jwt, "key": "jwt_hs256.key"}, spec["jwtKeyRef"]
+    assert spec["slurmKeyRef"] == {"name": f"{RELEASE}-auth-slurm", "key": "slurm.key"}, spec["slurmKeyRef"]
 
     def two_idle():
         states = node_states()
@@ -183,6 +200,26 @@ def test_srun_and_sbatch_run_on_the_workers():
     job = submit("-N1", "--wrap", "hostname")
     wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60,
                lambda: slurm("scontrol", "show", "job", job, check=False))
+
+
+def test_replacing_the_operator_disturbs_no_job_and_no_pod():
+    """The operator is uninstalled and installed again under a running job, as a move from
+    another operator does: the CRDs and the cluster's resources stay (resource-policy keep), the
+    new operator adopts every pod as it is, and the job completes."""
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get("pods").get("items", [])}
+    job = submit("-w", f"{HOST}0", "--time=3", "--wrap", "sleep 40")
+    wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
+    assert not get("deployment", "slurm-operator", OPERATOR_NS)
+    kubectl("get", "crd", "nodesets.slinky.slurm.net")  # kept: deleting it would delete the cluster
+    assert get("nodeset", NODESET)
+    install_operator()
+    # The new operator has read the cluster once its NodeSet reports again, and would have
+    # started any replacement by the time the job ends.
+    wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 120, cluster_state)
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in get("pods").get("items", [])}
+    assert after == before, f"pods replaced: before {before}, after {after}"
+    assert nodeset_ready(NODESET).get("status") == "True", cluster_state()
 
 
 def test_scale_in_condemns_the_worker_whose_job_ends_first():

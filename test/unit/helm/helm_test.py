@@ -550,6 +550,22 @@ class Expect:
         return self(got == want, f"{what}: got {got!r}, want {want!r}")
 
 
+def check_component(want, objs, name, c, component, values):
+    """The keys the operator and the webhook share (c: the values of operator or webhook):
+    replicas, pull policy, service account, placement, pull secrets. Returns its pod and
+    container."""
+    want.equal(objs.get(("Deployment", name), {}).get("spec", {}).get("replicas"), c["replicas"],
+               f"{component}.replicas")
+    pod, ctr = pod_of(objs, name), container_of(objs, name)
+    want.equal(ctr.get("imagePullPolicy"), c["imagePullPolicy"], f"{component}.imagePullPolicy")
+    want.equal(pod.get("serviceAccountName"), c["serviceAccount"]["name"], f"{component}.serviceAccount.name")
+    want(("ServiceAccount", c["serviceAccount"]["name"]) not in objs, f"{component}.serviceAccount.create: false")
+    for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"):
+        want.equal(pod.get(key), c[key], f"{component}.{key}")
+    want.equal(pod.get("imagePullSecrets"), values["imagePullSecrets"], f"imagePullSecrets ({component})")
+    return pod, ctr
+
+
 def check_operator_slinky_values(failures):
     """values/operator-slinky.yaml sets every key of Slinky's slurm-operator chart; each must
     show in the objects with the meaning it has there."""
@@ -572,18 +588,10 @@ def check_operator_slinky_values(failures):
     want(not any(k == "CustomResourceDefinition" for k, _ in objs), "crds.enabled: false renders no CRD")
 
     # The operator.
-    want.equal(objs.get(("Deployment", name), {}).get("spec", {}).get("replicas"), op["replicas"],
-               "operator.replicas")
-    pod, ctr = pod_of(objs, name), container_of(objs, name)
+    pod, ctr = check_component(want, objs, name, op, "operator", values)
     want.equal(ctr.get("image"), f"{op['image']['repository']}@{op['image']['digest']}",
                "operator.image: the digest wins over the tag")
-    want.equal(ctr.get("imagePullPolicy"), op["imagePullPolicy"], "operator.imagePullPolicy over imagePullPolicy")
-    want.equal(pod.get("serviceAccountName"), op["serviceAccount"]["name"], "operator.serviceAccount.name")
-    want(("ServiceAccount", op["serviceAccount"]["name"]) not in objs, "operator.serviceAccount.create: false")
-    for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"):
-        want.equal(pod.get(key), op[key], f"operator.{key}")
     want.equal(pod.get("priorityClassName"), values["priorityClassName"], "priorityClassName")
-    want.equal(pod.get("imagePullSecrets"), values["imagePullSecrets"], "imagePullSecrets")
     want.equal(pod.get("securityContext", {}).get("fsGroup"), 2000, "operator.podSecurityContext")
     want.equal(ctr.get("securityContext", {}).get("runAsUser"), 1001, "operator.securityContext")
     want.equal(ctr.get("resources"), op["resources"], "operator.resources")
@@ -605,16 +613,8 @@ def check_operator_slinky_values(failures):
          f"operator.pdb: maxUnavailable wins over minAvailable, got {pdb}")
 
     # The webhook.
-    pod, ctr = pod_of(objs, hook), container_of(objs, hook)
-    want.equal(objs.get(("Deployment", hook), {}).get("spec", {}).get("replicas"), wh["replicas"],
-               "webhook.replicas")
+    pod, ctr = check_component(want, objs, hook, wh, "webhook", values)
     want.equal(ctr.get("image"), f"{wh['image']['repository']}:{wh['image']['tag']}", "webhook.image")
-    want.equal(ctr.get("imagePullPolicy"), wh["imagePullPolicy"], "webhook.imagePullPolicy")
-    want.equal(pod.get("serviceAccountName"), wh["serviceAccount"]["name"], "webhook.serviceAccount.name")
-    want(("ServiceAccount", wh["serviceAccount"]["name"]) not in objs, "webhook.serviceAccount.create: false")
-    for key in ("nodeSelector", "affinity", "tolerations", "topologySpreadConstraints"):
-        want.equal(pod.get(key), wh[key], f"webhook.{key}")
-    want.equal(pod.get("imagePullSecrets"), values["imagePullSecrets"], "imagePullSecrets (webhook)")
     want(pod.get("securityContext", {}).get("runAsUser") == 2000 and
          pod["securityContext"].get("runAsGroup") == 2000, "webhook.podSecurityContext")
     want.equal(ctr.get("securityContext", {}).get("privileged"), False, "webhook.securityContext")
