@@ -38,10 +38,12 @@ inline constexpr std::string_view kAnnotationNodeHostnameOverride =
 inline constexpr std::string_view kAnnotationSlurmConfigHash = "slinky.slurm.net/slurm-config-hash";
 inline constexpr std::string_view kAnnotationSlurmKeyHash = "slinky.slurm.net/slurm-key-hash";
 inline constexpr std::string_view kAnnotationJwtKeyHash = "slinky.slurm.net/jwt-key-hash";
-inline constexpr std::string_view kAnnotationSlurmdbdConfHash = "slinky.slurm.net/slurmdbd-conf-hash";
+inline constexpr std::string_view kAnnotationSlurmdbdConfHash =
+    "slinky.slurm.net/slurmdbd-conf-hash";
 inline constexpr std::string_view kAnnotationSshdConfHash = "slinky.slurm.net/sshd-conf-hash";
 inline constexpr std::string_view kAnnotationSssdConfHash = "slinky.slurm.net/sssd-conf-hash";
-inline constexpr std::string_view kAnnotationSshHostKeysHash = "slinky.slurm.net/ssh-host-keys-hash";
+inline constexpr std::string_view kAnnotationSshHostKeysHash =
+    "slinky.slurm.net/ssh-host-keys-hash";
 // The container `kubectl logs` and `kubectl exec` pick when none is named.
 inline constexpr std::string_view kAnnotationDefaultContainer =
     "kubectl.kubernetes.io/default-container";

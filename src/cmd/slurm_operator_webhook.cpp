@@ -1,6 +1,7 @@
 // slurm-operator-webhook: the validating admission webhook of the slinky.slurm.net/v1beta1
-// resources (and, with --pods-binding, the topology copy of pods/binding), served over HTTPS with a certificate it reads again when its files change, and a
-// clean stop on SIGTERM. deploy/webhook/validating-webhook.yaml registers it.
+// resources (and, with --pods-binding, the topology copy of pods/binding), served over HTTPS with a
+// certificate it reads again when its files change, and a clean stop on SIGTERM.
+// deploy/webhook/validating-webhook.yaml registers it.
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>

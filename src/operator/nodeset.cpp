@@ -157,8 +157,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (plan.stop) {
     // Nothing was counted: what the status said stays (HPA reads selector, and Slinky's CRD
     // requires nodeSetHash and selector).
-    const json kept = kept_status(
-        world.status, {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(n.metadata.name)}});
+    const json kept =
+        kept_status(world.status,
+                    {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(n.metadata.name)}});
     return report(runtime_, type, n.metadata, world.conditions, std::move(verdict.conditions),
                   verdict.readiness, verdict.next, kept, kept != kept_status(world.status));
   }

@@ -1309,8 +1309,8 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
           "SlurmUpdateFailed",
           {{false, cordoned ? "NodeCordon" : "NodeProblem",
             "Kubernetes node " + w.kube_node +
-                (cordoned ? " is cordoned" : " reports " + problems) + ": drained " +
-                w.hostname + " (pod " + w.name + ")"}});
+                (cordoned ? " is cordoned" : " reports " + problems) + ": drained " + w.hostname +
+                " (pod " + w.name + ")"}});
     }
     set_pod_cordon(w, true);
   } else if (!cordoned && problems.empty()) {

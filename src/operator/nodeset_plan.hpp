@@ -48,7 +48,7 @@ struct WorkerPod {
   std::optional<slurm::Time> deadline;
   // Its SlurmNodeState* conditions as the pod has them: type -> (message, lastTransitionTime).
   std::map<std::string, std::pair<std::string, std::string>> slurm_conditions;
-  bool protect_label = false;  // nodeset.slinky.slurm.net/pod-protect=true
+  bool protect_label = false;       // nodeset.slinky.slurm.net/pod-protect=true
   std::string deadline_annotation;  // nodeset.slinky.slurm.net/pod-deadline as the pod has it
 };
 

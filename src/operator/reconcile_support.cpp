@@ -38,8 +38,7 @@ kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
                               const api::ObjectMeta& meta,
                               const std::vector<api::Condition>& before,
                               std::vector<api::Condition> conditions, const Readiness& ready,
-                              kube::ReconcileOutcome next, const json& extra,
-                              bool extra_changed) {
+                              kube::ReconcileOutcome next, const json& extra, bool extra_changed) {
   if (auto published =
           rt.publish(type, meta, before, std::move(conditions), ready, extra, extra_changed);
       !published) {

@@ -92,16 +92,16 @@ tightrope::Result<Done, std::string> Server::start() {
     server->Post(path, on_review);
   }
   if (binding_effect_) {
-    server->Post(std::string(kBindingPath), [this](const httplib::Request& req,
-                                                   httplib::Response& res) {
-      const auto started = std::chrono::steady_clock::now();
-      auto [verdict, binding] = read_binding(req.body);
-      if (binding) {
-        binding_effect_(*binding);
-      }
-      log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
-      res.set_content(review_response(verdict).dump(), "application/json");
-    });
+    server->Post(std::string(kBindingPath),
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   const auto started = std::chrono::steady_clock::now();
+                   auto [verdict, binding] = read_binding(req.body);
+                   if (binding) {
+                     binding_effect_(*binding);
+                   }
+                   log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
+                   res.set_content(review_response(verdict).dump(), "application/json");
+                 });
   }
   // Nothing to wait for once the certificate is loaded: ready as soon as it serves.
   for (const char* path : {"/healthz", "/readyz"}) {
@@ -177,7 +177,8 @@ BindingEffect copy_topology_with(kube::Client& client) {
     const std::string pod_key = b.namespace_name + "/" + b.pod;
     auto pod = client.get(kube::resources::pods(), b.namespace_name, b.pod);
     if (!pod) {
-      log::warn("webhook.binding_pod_unreadable", {{"pod", pod_key}, {"error", pod.error().message}});
+      log::warn("webhook.binding_pod_unreadable",
+                {{"pod", pod_key}, {"error", pod.error().message}});
       return;
     }
     auto node = client.get(kube::resources::nodes(), "", b.node);

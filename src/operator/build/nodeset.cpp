@@ -316,8 +316,8 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
     base["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
         json::array({term});
   }
-  json pod = pod_template(labels, {{api::kAnnotationDefaultContainer, "slurmd"}}, base,
-                          n.spec.template_);
+  json pod =
+      pod_template(labels, {{api::kAnnotationDefaultContainer, "slurmd"}}, base, n.spec.template_);
   // The template's hostname is a prefix: the pod's own is the prefix and ordinal.
   pod["spec"]["hostname"] = hostname;
   if (!pinned_node.empty()) {

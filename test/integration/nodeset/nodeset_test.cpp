@@ -619,10 +619,9 @@ TEST_F(NodeSetTest, APropagatedNodeConditionDrainsUntilItClears) {
   const std::string kube_node = pods().front()["spec"].value("nodeName", "");
   // As a node problem detector reports a GPU fault: a condition on the Node's status.
   const auto report = [&](const json& condition) {
-    const auto patched = client_->patch(kube::resources::nodes(), "", kube_node,
-                                        kube::PatchType::kStrategicMerge,
-                                        {{"status", {{"conditions", json::array({condition})}}}},
-                                        "status");
+    const auto patched =
+        client_->patch(kube::resources::nodes(), "", kube_node, kube::PatchType::kStrategicMerge,
+                       {{"status", {{"conditions", json::array({condition})}}}}, "status");
     ASSERT_TRUE(patched) << patched.error().message;
   };
   report({{"type", "GPUProblem"},
@@ -848,8 +847,8 @@ TEST_F(NodeSetTest, ANotReadyNodeSetKeepsItsHashAndSelector) {
   ASSERT_FALSE(before.value("selector", "").empty()) << before.dump();
   const auto removed = client_->remove(resources::controllers(), ns_, "slurm");
   ASSERT_TRUE(removed) << removed.error().message;
-  ASSERT_TRUE(eventually(
-      [&] { return nodeset_condition("Ready") == "False/ControllerNotFound"; }, kConverge));
+  ASSERT_TRUE(eventually([&] { return nodeset_condition("Ready") == "False/ControllerNotFound"; },
+                         kConverge));
   const json after = status();
   EXPECT_EQ(after.value("nodeSetHash", ""), before.value("nodeSetHash", "")) << after.dump();
   EXPECT_EQ(after.value("selector", ""), before.value("selector", "")) << after.dump();

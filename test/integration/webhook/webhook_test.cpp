@@ -306,8 +306,8 @@ class Webhook : public ::testing::Test {
 
 TEST_F(Webhook, ASlurmdPodBoundToANodeTakesItsTopology) {
   const kube::ResourceType mutating{"admissionregistration.k8s.io", "v1",
-                                    "mutatingwebhookconfigurations",
-                                    "MutatingWebhookConfiguration", false};
+                                    "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                                    false};
   const std::string node = ns_ + "-node";
   const std::string registration = ns_ + "-binding";
   const std::string topology = "topo-switch:s2,topo-block:b2";

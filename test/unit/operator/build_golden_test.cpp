@@ -136,8 +136,8 @@ TEST(BuildGolden, LoginSet) {
   const auto controllers = input.controllers();
   ASSERT_EQ(loginsets.size(), 1u);
   ASSERT_EQ(controllers.size(), 1u);
-  build::LoginSetInputs in{controllers.front(), {}, key_hash(input, "slurmKey"),
-                           key_hash(input, "sssdConf")};
+  build::LoginSetInputs in{
+      controllers.front(), {}, key_hash(input, "slurmKey"), key_hash(input, "sssdConf")};
   for (const auto& [file, text] : input.fixed("hostKeys").items()) {
     in.host_keys[file] = text.get<std::string>();
   }

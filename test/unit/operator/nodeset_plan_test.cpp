@@ -265,9 +265,8 @@ TEST(NodeSetPlan, SlurmStateReachesThePodConditionsAndProtectLabel) {
   EXPECT_EQ(patches[1].patch["metadata"]["labels"][std::string(api::kLabelNodeSetPodProtect)],
             "true");
   // Busy, and the job that keeps it so is not in the snapshot: its work never ends.
-  EXPECT_EQ(
-      patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationPodDeadline)],
-      "9999-12-31T23:59:59Z");
+  EXPECT_EQ(patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationPodDeadline)],
+            "9999-12-31T23:59:59Z");
 }
 
 TEST(NodeSetPlan, ThePodDeadlineIsTheEndOfItsLastJobAndGoesWithTheWork) {

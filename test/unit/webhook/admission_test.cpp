@@ -380,10 +380,11 @@ TEST(PodsBinding, ADryRunOrAnotherRequestDoesNothing) {
 }
 
 TEST(PodsBinding, ASlurmdPodTakesItsNodesTopology) {
-  const json node = {{"metadata",
-                      {{"name", "gpu-7"},
-                       {"annotations", {{"topology.slinky.slurm.net/spec", "switch:s1"}}}}}};
-  json pod = {{"metadata", {{"name", "slinky-0"}, {"labels", {{"app.kubernetes.io/name", "slurmd"}}}}}};
+  const json node = {
+      {"metadata",
+       {{"name", "gpu-7"}, {"annotations", {{"topology.slinky.slurm.net/spec", "switch:s1"}}}}}};
+  json pod = {
+      {"metadata", {{"name", "slinky-0"}, {"labels", {{"app.kubernetes.io/name", "slurmd"}}}}}};
   EXPECT_EQ(topology_for(pod, node), "switch:s1");
   pod["metadata"]["annotations"]["topology.slinky.slurm.net/spec"] = "switch:s1";
   EXPECT_EQ(topology_for(pod, node), std::nullopt) << "already there";
