@@ -121,6 +121,15 @@ void PodExpectations::forget(const std::string& nodeset) {
   by_nodeset_.erase(nodeset);
 }
 
+namespace {
+
+// What Slinky's CRD requires in every NodeSet status written, for a path that counted nothing.
+json required_status(const std::string& nodeset_name) {
+  return {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(nodeset_name)}};
+}
+
+}  // namespace
+
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
   const kube::ResourceType& type = resources::nodesets();
   const std::string key = request.key();
@@ -134,8 +143,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (doc->meta.deleting) {
     return finish_deletion(*doc);
   }
-  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset,
-                     {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(doc->meta.name)}});
+  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset, required_status(doc->meta.name));
   if (!loaded) {
     return settled();
   }
@@ -157,9 +165,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (plan.stop) {
     // Nothing was counted: what the status said stays (HPA reads selector, and Slinky's CRD
     // requires nodeSetHash and selector).
-    const json kept =
-        kept_status(world.status,
-                    {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(n.metadata.name)}});
+    const json kept = kept_status(world.status, required_status(n.metadata.name));
     return report(runtime_, type, n.metadata, world.conditions, std::move(verdict.conditions),
                   verdict.readiness, verdict.next, kept, kept != kept_status(world.status));
   }

@@ -359,23 +359,6 @@ std::string cordon_reason(const json& kube_node, const std::string& key) {
   return with_prefix("Node (" + node + ") was cordoned, Pod (" + key + ") must be cordoned");
 }
 
-std::string node_problems(const json& kube_node, const std::vector<std::string>& types) {
-  std::vector<std::string> problems;
-  const json conditions = kube_node.value("/status/conditions"_json_pointer, json::array());
-  for (const auto& type : types) {
-    for (const auto& c : conditions) {
-      if (c.value("type", "") == type && c.value("status", "") == "True") {
-        problems.push_back("(" + c.value("reason", type) + ": " + c.value("message", "") + ")");
-      }
-    }
-  }
-  std::string out;
-  for (const auto& p : problems) {
-    out += (out.empty() ? "" : "; ") + p;
-  }
-  return sanitized(out, 256);
-}
-
 bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
@@ -585,6 +568,21 @@ std::string join(const std::vector<std::string>& parts, const std::string& separ
     out += (out.empty() ? "" : separator) + p;
   }
   return out;
+}
+
+// The propagated conditions (types, in the flag's order) that are True on a Node, as a drain
+// reason: "(<reason>: <message>); ...".
+std::string node_problems(const json& kube_node, const std::vector<std::string>& types) {
+  std::vector<std::string> problems;
+  const json conditions = kube_node.value("/status/conditions"_json_pointer, json::array());
+  for (const auto& type : types) {
+    for (const auto& c : conditions) {
+      if (c.value("type", "") == type && c.value("status", "") == "True") {
+        problems.push_back("(" + c.value("reason", type) + ": " + c.value("message", "") + ")");
+      }
+    }
+  }
+  return sanitized(join(problems, "; "), 256);
 }
 
 // An administrator's drain of `slurm_node` shown on its Kubernetes Node: the SlurmNodeDrained
