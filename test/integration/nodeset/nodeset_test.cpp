@@ -135,6 +135,18 @@ class NodeSetTest : public ::testing::Test {
     return node ? std::optional<slurm::Node>(*node) : std::nullopt;
   }
 
+  // The operator started again with `flags`, and a NodeSet of one worker: the Kubernetes Node
+  // of that worker once it is Ready and idle, "" if it never is.
+  std::string one_worker_under(std::vector<std::string> flags) {
+    op_ = std::make_unique<OperatorProcess>(ns_, std::move(flags));
+    op_->start();
+    testing::create_nodeset(*client_, ns_, nodeset_, 1);
+    if (!eventually([&] { return all_ready_and_idle(1); }, kConverge)) {
+      return "";
+    }
+    return pods().front()["spec"].value("nodeName", "");
+  }
+
   std::string nodeset_condition(const std::string& type) {
     return testing::condition(*client_, resources::nodesets(), ns_, nodeset_, type);
   }
@@ -577,13 +589,9 @@ TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
 }
 
 TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {
-  op_ = std::make_unique<OperatorProcess>(
-      ns_, std::vector<std::string>{"--mirror-slurm-drains", "taint"});
-  op_->start();
-  testing::create_nodeset(*client_, ns_, nodeset_, 1);
-  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string kube_node = one_worker_under({"--mirror-slurm-drains", "taint"});
+  ASSERT_FALSE(kube_node.empty()) << "no worker Ready and idle";
   const std::string pod = nodeset_ + "-0";
-  const std::string kube_node = pods().front()["spec"].value("nodeName", "");
   const auto mirrored = [&](bool drained) {
     auto node = client_->get(kube::resources::nodes(), "", kube_node);
     if (!node) {
@@ -610,13 +618,10 @@ TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {
 }
 
 TEST_F(NodeSetTest, APropagatedNodeConditionDrainsUntilItClears) {
-  op_ = std::make_unique<OperatorProcess>(
-      ns_, std::vector<std::string>{"--propagated-node-conditions", "CPUProblem,GPUProblem"});
-  op_->start();
-  testing::create_nodeset(*client_, ns_, nodeset_, 1);
-  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string kube_node =
+      one_worker_under({"--propagated-node-conditions", "CPUProblem,GPUProblem"});
+  ASSERT_FALSE(kube_node.empty()) << "no worker Ready and idle";
   const std::string pod = nodeset_ + "-0";
-  const std::string kube_node = pods().front()["spec"].value("nodeName", "");
   // As a node problem detector reports a GPU fault: a condition on the Node's status.
   const auto report = [&](const json& condition) {
     const auto patched =
