@@ -3,6 +3,7 @@ import base64
 import hashlib
 import hmac
 import json
+import re
 import shlex
 import socket
 
@@ -122,4 +123,6 @@ def test_the_slurm_conf_binds_daemons_to_their_addresses_not_to_any(testbed):
     conf = testbed.slurm_conf(bed)
     assert "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny" in conf
     assert "SlurmctldPort=22006" in conf
-    assert "Topology=" not in conf  # an empty Topology= swallows the next token
+    # An empty Topology= swallows the next token; the nvlink partition names its topology.
+    assert re.search(r"Topology=(\s|$)", conf) is None
+    assert "PartitionName=nvlink Nodes=tb State=UP MaxTime=INFINITE Topology=nvlink" in conf

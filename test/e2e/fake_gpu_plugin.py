@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""A stand-in GPU device plugin for the test bed's real node: no GPU, the real kubelet.
+
+    fake_gpu_plugin.py --root-dir KUBELET_ROOT --devices-dir DIR [--count N] [--resource nvidia.com/gpu]
+
+It makes N character devices DIR/nvidia<i> (major 195, minor i, as NVIDIA's driver numbers them)
+and offers them to the kubelet as healthy devices gpu-<i> of the resource, so that tests see the
+kubelet's device manager, the scheduler and containerd do for real what they do with GPUs: count
+them in the Node's capacity, refuse a pod that asks more than are free, and put the allocated
+device nodes and NVIDIA_VISIBLE_DEVICES into the container.
+
+It registers through the kubelet's plugin watcher (a socket in KUBELET_ROOT/plugins_registry),
+not /var/lib/kubelet/device-plugins: that directory is fixed in the kubelet, whatever its
+--root-dir, so it is host-wide, while plugins_registry is the bed's own. The kubelet re-registers
+it by itself when either side restarts, as long as the socket is there.
+
+Run by scripts/testbed (`up --with-node --fake-gpus N`). Needs grpcio and protobuf, and no
+generated code: the messages are built at run time from descriptors written below, with the field
+names and numbers of the kubelet's api.proto files (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1
+and pkg/apis/pluginregistration/v1). SIGTERM or SIGINT stops it and removes its sockets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import stat
+import threading
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
+from google.protobuf.descriptor_pb2 import FileDescriptorProto
+
+NVIDIA_MAJOR = 195  # the character major of /dev/nvidia<minor>
+SCALARS = {"string": F.TYPE_STRING, "bool": F.TYPE_BOOL, "int32": F.TYPE_INT32, "int64": F.TYPE_INT64}
+
+# message -> [(field, number, type)]; "[]T" is repeated, "map" is map<string, string>. Only the
+# messages the two services use.
+DEVICE_PLUGIN_API = {
+    "Empty": [],
+    "DevicePluginOptions": [("pre_start_required", 1, "bool"),
+                            ("get_preferred_allocation_available", 2, "bool")],
+    "ListAndWatchResponse": [("devices", 1, "[]Device")],
+    "TopologyInfo": [("nodes", 1, "[]NUMANode")],
+    "NUMANode": [("ID", 1, "int64")],
+    "Device": [("ID", 1, "string"), ("health", 2, "string"), ("topology", 3, "TopologyInfo")],
+    "PreStartContainerRequest": [("devices_ids", 1, "[]string")],
+    "PreStartContainerResponse": [],
+    "PreferredAllocationRequest": [("container_requests", 1, "[]ContainerPreferredAllocationRequest")],
+    "ContainerPreferredAllocationRequest": [("available_deviceIDs", 1, "[]string"),
+                                            ("must_include_deviceIDs", 2, "[]string"),
+                                            ("allocation_size", 3, "int32")],
+    "PreferredAllocationResponse": [("container_responses", 1, "[]ContainerPreferredAllocationResponse")],
+    "ContainerPreferredAllocationResponse": [("deviceIDs", 1, "[]string")],
+    "AllocateRequest": [("container_requests", 1, "[]ContainerAllocateRequest")],
+    "ContainerAllocateRequest": [("devices_ids", 1, "[]string")],
+    "CDIDevice": [("name", 1, "string")],
+    "AllocateResponse": [("container_responses", 1, "[]ContainerAllocateResponse")],
+    "ContainerAllocateResponse": [("envs", 1, "map"), ("mounts", 2, "[]Mount"), ("devices", 3, "[]DeviceSpec"),
+                                  ("annotations", 4, "map"), ("cdi_devices", 5, "[]CDIDevice")],
+    "Mount": [("container_path", 1, "string"), ("host_path", 2, "string"), ("read_only", 3, "bool")],
+    "DeviceSpec": [("container_path", 1, "string"), ("host_path", 2, "string"), ("permissions", 3, "string")],
+}
+REGISTRATION_API = {
+    "PluginInfo": [("type", 1, "string"), ("name", 2, "string"), ("endpoint", 3, "string"),
+                   ("supported_versions", 4, "[]string")],
+    "RegistrationStatus": [("plugin_registered", 1, "bool"), ("error", 2, "string")],
+    "RegistrationStatusResponse": [],
+    "InfoRequest": [],
+}
+
+log = logging.getLogger("fake-gpu-plugin")
+
+
+def message_classes(package: str, api: dict) -> dict[str, type]:
+    """The message classes of one proto3 package, from a FileDescriptorProto made here."""
+    fd = FileDescriptorProto(name=f"tightrope/fake_gpu_plugin/{package}.proto", package=package, syntax="proto3")
+    for name, fields in api.items():
+        msg = fd.message_type.add(name=name)
+        for fname, number, ftype in fields:
+            f = msg.field.add(name=fname, number=number, label=F.LABEL_OPTIONAL)
+            if ftype == "map":
+                # A map field is, on the wire and in the descriptor, a repeated nested entry message.
+                entry = msg.nested_type.add(name=fname.title().replace("_", "") + "Entry")
+                entry.options.map_entry = True
+                entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
+                entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
+                f.label, f.type, f.type_name = F.LABEL_REPEATED, F.TYPE_MESSAGE, f".{package}.{name}.{entry.name}"
+                continue
+            if ftype.startswith("[]"):
+                f.label, ftype = F.LABEL_REPEATED, ftype[2:]
+            if ftype in SCALARS:
+                f.type = SCALARS[ftype]
+            else:
+                f.type, f.type_name = F.TYPE_MESSAGE, f".{package}.{ftype}"
+    pool = descriptor_pool.DescriptorPool()  # our own: nothing else in the process can clash with it
+    pool.Add(fd)
+    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
+            for name in api}
+
+
+DP = message_classes("v1beta1", DEVICE_PLUGIN_API)
+REG = message_classes("pluginregistration", REGISTRATION_API)
+
+
+def unary(fn, request: str, response: str, types: dict):
+    return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=types[request].FromString,
+                                               response_serializer=types[response].SerializeToString)
+
+
+class FakeGpus:
+    def __init__(self, args: argparse.Namespace, stop: threading.Event) -> None:
+        self.resource, self.stop = args.resource, stop
+        self.devices_dir = Path(args.devices_dir).resolve()
+        self.ids = [f"gpu-{i}" for i in range(args.count)]
+        root = Path(args.root_dir).resolve()
+        # The device plugin's socket lies outside plugins_registry: the watcher would take any
+        # socket there for a registration socket and call GetInfo on it.
+        self.plugin_socket = root / "plugins" / "fake-gpu" / "device-plugin.sock"
+        self.registration_socket = root / "plugins_registry" / "fake-gpu.sock"
+
+    def make_devices(self) -> None:
+        self.devices_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(len(self.ids)):
+            path = self.devices_dir / f"nvidia{i}"
+            # Kept when right: a restarted plugin must not pull a device from under a running pod
+            # (containerd looks the host path up again whenever the container is restarted).
+            rdev = os.makedev(NVIDIA_MAJOR, i)
+            if path.exists() and stat.S_ISCHR(path.stat().st_mode) and path.stat().st_rdev == rdev:
+                continue
+            path.unlink(missing_ok=True)
+            os.mknod(path, 0o666 | stat.S_IFCHR, rdev)
+            path.chmod(0o666)  # mknod's mode goes through the umask
+
+    def device_index(self, device_id: str, context: grpc.ServicerContext) -> int:
+        if device_id not in self.ids:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown device {device_id}")
+        return int(device_id.removeprefix("gpu-"))
+
+    # v1beta1.DevicePlugin
+
+    def get_options(self, _request, _context):
+        # GetPreferredAllocation is offered so that the kubelet exercises it too.
+        return DP["DevicePluginOptions"](get_preferred_allocation_available=True)
+
+    def list_and_watch(self, _request, context):
+        log.info("ListAndWatch: sending %d healthy devices", len(self.ids))
+        yield DP["ListAndWatchResponse"](devices=[DP["Device"](ID=i, health="Healthy") for i in self.ids])
+        # The devices never change. The stream stays open: its end tells the kubelet the plugin has
+        # gone (it then marks the devices unhealthy). It ends when we stop or the kubelet hangs up.
+        while context.is_active() and not self.stop.wait(1):
+            pass
+        log.info("ListAndWatch: stream closed")
+
+    def get_preferred_allocation(self, request, _context):
+        response = DP["PreferredAllocationResponse"]()
+        for c in request.container_requests:
+            rest = [d for d in sorted(c.available_deviceIDs) if d not in c.must_include_deviceIDs]
+            response.container_responses.add(
+                deviceIDs=(list(c.must_include_deviceIDs) + rest)[:c.allocation_size])
+        log.info("GetPreferredAllocation: %s", "; ".join(", ".join(c.deviceIDs) for c in response.container_responses))
+        return response
+
+    def allocate(self, request, context):
+        response = DP["AllocateResponse"]()
+        for c in request.container_requests:
+            indexes = [self.device_index(d, context) for d in c.devices_ids]
+            r = response.container_responses.add()
+            for i in indexes:
+                # The host's minor number is kept in the container, as NVIDIA's own plugin does.
+                r.devices.add(host_path=str(self.devices_dir / f"nvidia{i}"), container_path=f"/dev/nvidia{i}",
+                              permissions="rw")
+            r.envs["NVIDIA_VISIBLE_DEVICES"] = ",".join(map(str, indexes))
+            log.info("Allocate: %s", ", ".join(c.devices_ids))
+        return response
+
+    def pre_start_container(self, _request, _context):
+        return DP["PreStartContainerResponse"]()
+
+    # pluginregistration.Registration
+
+    def get_info(self, _request, _context):
+        log.info("GetInfo from the kubelet's plugin watcher")
+        return REG["PluginInfo"](type="DevicePlugin", name=self.resource, endpoint=str(self.plugin_socket),
+                                 supported_versions=["v1beta1"])
+
+    def notify_registration_status(self, request, _context):
+        if request.plugin_registered:
+            log.info("registered with the kubelet as %s", self.resource)  # scripts/testbed up waits for this
+        else:
+            log.error("the kubelet refused the registration: %s", request.error)
+        return REG["RegistrationStatusResponse"]()
+
+    def serve(self, socket: Path, service: str, handlers: dict) -> grpc.Server:
+        socket.parent.mkdir(parents=True, exist_ok=True)
+        socket.unlink(missing_ok=True)  # a previous run's, if it was killed
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+        server.add_insecure_port(f"unix://{socket}")
+        server.start()
+        return server
+
+    def run(self) -> None:
+        self.make_devices()
+        plugin = self.serve(self.plugin_socket, "v1beta1.DevicePlugin", {
+            "GetDevicePluginOptions": unary(self.get_options, "Empty", "DevicePluginOptions", DP),
+            "ListAndWatch": grpc.unary_stream_rpc_method_handler(
+                self.list_and_watch, request_deserializer=DP["Empty"].FromString,
+                response_serializer=DP["ListAndWatchResponse"].SerializeToString),
+            "GetPreferredAllocation": unary(self.get_preferred_allocation, "PreferredAllocationRequest",
+                                            "PreferredAllocationResponse", DP),
+            "Allocate": unary(self.allocate, "AllocateRequest", "AllocateResponse", DP),
+            "PreStartContainer": unary(self.pre_start_container, "PreStartContainerRequest",
+                                       "PreStartContainerResponse", DP),
+        })
+        # Registration socket last: the kubelet connects to the plugin's socket as soon as it has
+        # the endpoint from GetInfo.
+        registration = self.serve(self.registration_socket, "pluginregistration.Registration", {
+            "GetInfo": unary(self.get_info, "InfoRequest", "PluginInfo", REG),
+            "NotifyRegistrationStatus": unary(self.notify_registration_status, "RegistrationStatus",
+                                              "RegistrationStatusResponse", REG),
+        })
+        log.info("%d x %s (%s/nvidia0..%d) at %s; registration socket %s", len(self.ids), self.resource,
+                 self.devices_dir, len(self.ids) - 1, self.plugin_socket, self.registration_socket)
+        self.stop.wait()
+        # Registration socket first: its removal is what makes the kubelet deregister the plugin.
+        registration.stop(grace=1).wait()
+        self.registration_socket.unlink(missing_ok=True)
+        plugin.stop(grace=1).wait()
+        self.plugin_socket.unlink(missing_ok=True)
+        log.info("stopped")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root-dir", required=True, help="the kubelet's --root-dir")
+    ap.add_argument("--devices-dir", required=True, help="where the stand-in nvidia<i> devices are made")
+    ap.add_argument("--count", type=int, default=4, help="devices to offer (default 4)")
+    ap.add_argument("--resource", default="nvidia.com/gpu", help="extended resource name (default nvidia.com/gpu)")
+    args = ap.parse_args()
+    if Path(args.devices_dir).resolve().is_relative_to("/dev"):
+        ap.error("--devices-dir must not be in /dev: the stand-ins would look like real devices to the host")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    FakeGpus(args, stop).run()
+
+
+if __name__ == "__main__":
+    main()
