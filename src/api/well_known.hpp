@@ -65,6 +65,18 @@ inline constexpr std::string_view kAnnotationTokenExpiresAt =
 inline constexpr std::string_view kNodeConditionSlurmDrained = "SlurmNodeDrained";
 inline constexpr std::string_view kTaintSlurmDrained = "tightrope.slurm.net/slurm-drained";
 
+// GPUs (Tightrope's own; Slinky has no GPU logic). GPU Feature Discovery labels a Node with its
+// product ("NVIDIA-H100-80GB-HBM3"); the NodeSet annotations say what the labels cannot: the
+// Slurm GRES type, gres.conf's AutoDetect for the NodeSet's nodes, and explicit gres.conf lines
+// (File=...) without NodeName=, which the operator adds.
+inline constexpr std::string_view kLabelGpuProduct = "nvidia.com/gpu.product";
+inline constexpr std::string_view kLabelGpuClique = "nvidia.com/gpu.clique";
+inline constexpr std::string_view kAnnotationGpuType = "tightrope.slurm.net/gpu-type";
+inline constexpr std::string_view kAnnotationGresAutodetect = "tightrope.slurm.net/gres-autodetect";
+inline constexpr std::string_view kAnnotationGresConf = "tightrope.slurm.net/gres-conf";
+// A NodeSet's own IMEX domain (build/compute_domain.hpp): "true" asks for it.
+inline constexpr std::string_view kAnnotationComputeDomain = "tightrope.slurm.net/compute-domain";
+
 // Every Slurm node reason the operator writes starts with this; a reason without it belongs to
 // an administrator and is never touched.
 inline constexpr std::string_view kReasonPrefix = "slurm-operator: ";

@@ -10,7 +10,10 @@
 #include "api/well_known.hpp"
 #include "base/log.hpp"
 #include "kube/time.hpp"
+#include "operator/build/compute_domain.hpp"
+#include "operator/build/controller.hpp"
 #include "operator/build/nodeset.hpp"
+#include "operator/build/topology.hpp"
 #include "operator/resources.hpp"
 #include "slurm/hostlist.hpp"
 
@@ -128,6 +131,50 @@ json required_status(const std::string& nodeset_name) {
   return {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(nodeset_name)}};
 }
 
+// The NodeSet's ComputeDomain made (created once: its spec is immutable), and whether the
+// claim template NVIDIA's controller makes for it is there for pods to claim; why not if not.
+std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& n) {
+  if (!build::wants_compute_domain(n)) {
+    return std::nullopt;
+  }
+  const std::string kind = "ComputeDomain";
+  if (!rt.serves(std::string(build::kComputeDomainApiVersion), kind)) {
+    return Readiness{false, "ComputeDomainCRDMissing",
+                     "annotation " + std::string(api::kAnnotationComputeDomain) +
+                         " asks for a ComputeDomain, but the API server does not serve " +
+                         std::string(build::kComputeDomainApiVersion) +
+                         " ComputeDomain: install NVIDIA's DRA driver for GPUs (ComputeDomains)"};
+  }
+  const std::string& ns = n.metadata.namespace_name;
+  const std::string name = build::compute_domain_name(n);
+  auto domain = rt.kube().get(resources::compute_domains(), ns, name);
+  if (!domain && domain.error().kind == kube::ErrorKind::kNotFound) {
+    auto made = rt.kube().create(resources::compute_domains(), ns, build::build_compute_domain(n));
+    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+      return Readiness{false, "ComputeDomainFailed",
+                       "creating ComputeDomain " + name + ": " + made.error().message};
+    }
+  } else if (!domain) {
+    return Readiness{false, "ComputeDomainFailed",
+                     "reading ComputeDomain " + name + ": " + domain.error().message};
+  }
+  const std::string channel = build::channel_template_name(n);
+  auto claim_template = rt.kube().get(resources::resource_claim_templates(), ns, channel);
+  if (claim_template) {
+    return std::nullopt;
+  }
+  const std::string status =
+      domain ? domain->value("/status/status"_json_pointer, std::string("not reported"))
+             : std::string("just created");
+  std::string message = "ComputeDomain " + name + " (status: " + status;
+  message += "): its ResourceClaimTemplate " + channel;
+  message += claim_template.error().kind == kube::ErrorKind::kNotFound
+                 ? " does not exist yet; NVIDIA's compute-domain controller makes it (is the "
+                   "DRA driver running?)"
+                 : " cannot be read: " + claim_template.error().message;
+  return Readiness{false, "WaitingForComputeDomain", message};
+}
+
 }  // namespace
 
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
@@ -147,7 +194,8 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (!loaded) {
     return settled();
   }
-  const NodeSetWorld world = observe(*doc, std::move(*loaded), key);
+  NodeSetWorld world = observe(*doc, std::move(*loaded), key);
+  world.compute_domain = ensure_compute_domain(runtime_, world.nodeset);
   const api::NodeSet& n = world.nodeset;
   const kube::ObjectReference self{type.api_version(), type.kind, n.metadata.namespace_name,
                                    n.metadata.name, n.metadata.uid};
@@ -236,6 +284,12 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   // the last is an outage; the others are how an operator starts.
   if (!world.controller) {
     return world;
+  }
+  // Read through a memo kept by resourceVersion: a GET only when the Controller rewrote it.
+  if (auto config =
+          runtime_.config_map_data(ns, build::controller_config_map_name(*world.controller));
+      config && config->count(std::string(build::kTopologyFile)) != 0) {
+    world.topology_blocks = build::topology_blocks(config->at(std::string(build::kTopologyFile)));
   }
   const std::string cluster_key = kube::object_key(ns, world.controller->metadata.name);
   const auto feed = runtime_.slurm().feed(cluster_key);

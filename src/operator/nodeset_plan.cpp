@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "operator/build/nodeset.hpp"
+#include "operator/build/topology.hpp"
 #include "operator/conditions.hpp"
 #include "operator/reconcile_support.hpp"
 #include "slurm/hostlist.hpp"
@@ -174,6 +176,11 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
     }
   }
   w.start_failure = container_start_failure(pod);
+  if (const json* scheduled = pod_condition(pod, "PodScheduled");
+      scheduled != nullptr && w.kube_node.empty() && scheduled->value("status", "") == "False" &&
+      scheduled->value("reason", "") == "Unschedulable") {
+    w.unschedulable = scheduled->value("message", "no Node can take it");
+  }
   const std::string cost = annotation(pod, api::kAnnotationPodDeletionCost);
   int64_t value = 0;
   if (!cost.empty()) {
@@ -934,16 +941,23 @@ void Planner::read_pods() {
       w.terminating = true;
     }
   }
-  // The first stuck pod speaks for all: with a bad image every pod fails the same way.
-  size_t failing_count = 0;
-  for (const auto& w : pods) {
-    if (!w.terminating && !w.start_failure.empty() && failing_count++ == 0) {
-      plan.failing = "pod " + w.name + ": " + w.start_failure;
+  // The first stuck pod speaks for all: with a bad image every pod fails the same way, and with
+  // a GPU NodeSet on Nodes without GPUs none is placed for the same reason.
+  const auto first_of = [&](std::string WorkerPod::*why) {
+    std::string out;
+    size_t count = 0;
+    for (const auto& w : pods) {
+      if (!w.terminating && !(w.*why).empty() && count++ == 0) {
+        out = "pod " + w.name + ": " + w.*why;
+      }
     }
-  }
-  if (failing_count > 1) {
-    plan.failing += " (and " + std::to_string(failing_count - 1) + " more pods)";
-  }
+    if (count > 1) {
+      out += " (and " + std::to_string(count - 1) + " more pods)";
+    }
+    return out;
+  };
+  plan.failing = first_of(&WorkerPod::start_failure);
+  plan.unschedulable = first_of(&WorkerPod::unschedulable);
 }
 
 void Planner::replace_exited() {
@@ -1177,6 +1191,11 @@ void Planner::create_missing() {
   const auto create_pod = [&](Result<json, std::string> pod, const std::string& name,
                               const std::string& claim_suffix) {
     ++creates;
+    if (world.compute_domain) {
+      // Without its claim template the pod could never start: it is not made yet.
+      plan.awaits_compute_domain = true;
+      return;
+    }
     if (!pod) {
       if (plan.unbuildable.empty()) {
         plan.unbuildable = pod.error();
@@ -1282,6 +1301,23 @@ void Planner::mirror_the_pods_that_stay() {
   }
 }
 
+// Whether every "<topology>:<unit>" of `wanted` is among the node's `current` ones.
+bool within_topology(const std::string& current, const std::string& wanted) {
+  const auto items = [](const std::string& list) {
+    std::set<std::string> out;
+    std::istringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (!item.empty()) {
+        out.insert(item);
+      }
+    }
+    return out;
+  };
+  const auto have = items(current);
+  const auto want = items(wanted);
+  return std::includes(have.begin(), have.end(), want.begin(), want.end());
+}
+
 // A running pod's Kubernetes side reaches Slurm: a cordon drains (an administrator's drain is
 // never touched), an uncordon undoes the operator's drain; an administrator's drain shows on
 // the Node when asked; the node's comment links it to its pod, its topology and features follow
@@ -1339,9 +1375,11 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     link.comment = info;
   }
   if (kube_node != nullptr) {
-    const std::string topology = annotation(kube_node->doc, api::kAnnotationNodeTopologySpec);
-    // Never an empty topology: it would unset what the admin configured.
-    if (!topology.empty() && topology != node.topology) {
+    // The Node's annotation, else its NVLink clique's block.
+    const std::string topology = build::node_topology(kube_node->doc, world.topology_blocks);
+    // Never an empty topology: it would unset what the admin configured. Slurm may list
+    // the node's place in other topologies beside it.
+    if (!topology.empty() && !within_topology(node.topology, topology)) {
       link.topology = topology;
     }
     // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
@@ -1564,11 +1602,17 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
   } else if (!apply_problem.empty()) {
     readiness = {false, "ApplyFailed", apply_problem};
     next = retry();
+  } else if (plan.awaits_compute_domain && world.compute_domain) {
+    readiness = *world.compute_domain;
+    next = after(std::chrono::seconds(10));
   } else if (!create_problem.empty()) {
     readiness = {false, "CreateFailed", create_problem};
     next = retry();
   } else if (!plan.failing.empty()) {
     readiness = {false, "PodsFailing", plan.failing};
+    next = after(std::chrono::seconds(30));
+  } else if (!plan.unschedulable.empty()) {
+    readiness = {false, "PodsUnschedulable", plan.unschedulable};
     next = after(std::chrono::seconds(30));
   } else if (!slurm_ok) {
     readiness = {false, slurm_why, slurm_problem};

@@ -43,6 +43,9 @@ struct WorkerPod {
   bool cordoned = false;  // annotation pod-cordon=true
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
   std::string start_failure;
+  // Why the scheduler finds no Node for it (PodScheduled=False, Unschedulable: "0/3 nodes are
+  // available: 3 Insufficient nvidia.com/gpu."), "" when it is placed or still being placed.
+  std::string unschedulable;
   int64_t deletion_cost = 0;
   // When the work on its Slurm node is expected to end (node_deadlines); nullopt: no work.
   std::optional<slurm::Time> deadline;
@@ -189,6 +192,11 @@ struct NodeSetWorld {
   PendingPods expected;
   // Every Kubernetes Node, by name, as the cache holds it (shared, not copied).
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
+  // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
+  std::set<std::string> topology_blocks;
+  // Why the NodeSet's ComputeDomain cannot take pods yet (its CRD is not installed, its claim
+  // template not made); nullopt when it can or none is asked for. New pods wait for it.
+  std::optional<Readiness> compute_domain;
   SlurmView slurm;
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
   std::vector<std::string> propagated_node_conditions;  // OperatorOptions
@@ -308,7 +316,9 @@ struct NodeSetPlan {
   std::string blocked_reason;
   std::vector<std::string> draining;          // pods waiting for their jobs to end
   std::string failing;                        // the first pod that cannot start, and how many more
+  std::string unschedulable;                  // the first pod no Node can take, and how many more
   std::string unbuildable;                    // why a pod that is wanted cannot be built
+  bool awaits_compute_domain = false;         // pods are wanted, but their domain is not there
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
   std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
   bool reservation_changed = false;           // look again soon: the window follows Slurm

@@ -205,6 +205,33 @@ void Operator::wire() {
     }
     return out;
   });
+  // A clique appearing, going or changing size rewrites every cluster's topology.yaml; other
+  // Node changes (heartbeats, most of them) concern no Controller.
+  const auto every_controller = [controllers, shared_cache] {
+    for (const auto& c : shared_cache->list_all(resources::controllers())) {
+      controllers->enqueue({c->meta.namespace_name, c->meta.name});
+    }
+  };
+  const auto clique = [](const Document& node) {
+    return node.doc.value("/metadata/labels"_json_pointer, json::object())
+        .value(std::string(api::kLabelGpuClique), std::string());
+  };
+  kube_nodes.on_add([every_controller, clique](const std::shared_ptr<const Document>& node) {
+    if (!clique(*node).empty()) {
+      every_controller();
+    }
+  });
+  kube_nodes.on_update([every_controller, clique](const std::shared_ptr<const Document>& before,
+                                                  const std::shared_ptr<const Document>& after) {
+    if (clique(*before) != clique(*after)) {
+      every_controller();
+    }
+  });
+  kube_nodes.on_delete([every_controller, clique](const kube::Deleted<Document>& gone) {
+    if (gone.object == nullptr || !clique(*gone.object).empty()) {
+      every_controller();
+    }
+  });
   for (const auto& ns : namespaces) {
     const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
       auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
@@ -336,6 +363,12 @@ void Operator::wire() {
     nodesets->watch_owned(revisions, "NodeSet");
     nodesets->watch_mapped<Document>(controller_inf, [nodesets_of](const Document& c) {
       return nodesets_of(c.meta.namespace_name, c.meta.name);
+    });
+    // The Controller's generated files changed (topology.yaml's blocks): its NodeSets follow.
+    nodesets->watch_mapped<MetaOnly>(config_maps, [nodesets_of](const MetaOnly& cm) {
+      const std::string controller = owning(cm.meta, "Controller");
+      return controller.empty() ? std::vector<Request>{}
+                                : nodesets_of(cm.meta.namespace_name, controller);
     });
 
     tokens->watch_primary(token_inf);

@@ -52,6 +52,23 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
       in.nodesets.push_back(std::move(*nodeset));
     }
   }
+  {
+    // Cliques are cluster-wide: every Node's, whatever its pods.
+    const auto nodes = cache_.list_all(kube::resources::nodes());
+    std::vector<const json*> docs;
+    docs.reserve(nodes.size());
+    for (const auto& node : nodes) {
+      docs.push_back(&node->doc);
+    }
+    in.gpu_cliques = build::gpu_cliques(docs);
+    const kube::ObjectReference self{type.api_version(), type.kind, ns, c.metadata.name,
+                                     c.metadata.uid};
+    for (const auto& [node, why] : in.gpu_cliques.odd) {
+      std::string message = "Node " + node;
+      message += ": " + why;
+      runtime_.events().warning(self, "OddGpuClique", message);
+    }
+  }
   if (c.spec.accounting_ref) {
     if (auto a = cache_.get(resources::accountings(),
                             kube::object_key(ns, c.spec.accounting_ref->name))) {

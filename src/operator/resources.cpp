@@ -40,8 +40,19 @@ const kube::ResourceType& service_monitors() {
   return t;
 }
 
+const kube::ResourceType& compute_domains() {
+  static const kube::ResourceType t{"resource.nvidia.com", "v1beta1", "computedomains",
+                                    "ComputeDomain", true};
+  return t;
+}
+const kube::ResourceType& resource_claim_templates() {
+  static const kube::ResourceType t{"resource.k8s.io", "v1", "resourceclaimtemplates",
+                                    "ResourceClaimTemplate", true};
+  return t;
+}
+
 const kube::ResourceType* for_object(const std::string& api_version, const std::string& kind) {
-  const std::array<const kube::ResourceType*, 14> known = {
+  const std::array<const kube::ResourceType*, 15> known = {
       &kube::resources::config_maps(),
       &kube::resources::pods(),
       &kube::resources::controller_revisions(),
@@ -51,6 +62,7 @@ const kube::ResourceType* for_object(const std::string& api_version, const std::
       &kube::resources::deployments(),
       &kube::resources::pod_disruption_budgets(),
       &service_monitors(),
+      &compute_domains(),
       &controllers(),
       &nodesets(),
       &loginsets(),

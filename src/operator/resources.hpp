@@ -15,6 +15,9 @@ const kube::ResourceType& restapis();
 const kube::ResourceType& accountings();
 const kube::ResourceType& tokens();
 const kube::ResourceType& service_monitors();  // monitoring.coreos.com/v1
+// NVIDIA's DRA driver's IMEX domains, and the claim templates it makes for them.
+const kube::ResourceType& compute_domains();           // resource.nvidia.com/v1beta1
+const kube::ResourceType& resource_claim_templates();  // resource.k8s.io/v1
 
 // The type of an object the operator builds, from its apiVersion and kind; nullptr for a kind
 // it never writes.

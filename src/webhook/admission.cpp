@@ -9,6 +9,7 @@
 #include "api/validation.hpp"
 #include "api/well_known.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/gpus.hpp"
 
 namespace tightrope::webhook {
 namespace {
@@ -80,12 +81,21 @@ class ConfigMaps {
   std::map<std::string, std::optional<std::map<std::string, std::string>>> seen_;
 };
 
-// Checks beyond validate(): only the Controller has them, on its extraConf and the files its
-// ConfigMaps bring. NodeSets are not gathered: a clash of extraConf with a NodeSet record is the
-// reconciler's to report, as it depends on objects other than this one.
+// Checks beyond validate(): the Controller's on its extraConf and the files its ConfigMaps
+// bring, and a NodeSet's GPUs (what it would register against what its pods get). NodeSets are
+// not gathered: a clash of extraConf with a NodeSet record is the reconciler's to report, as it
+// depends on objects other than this one.
 template <typename T>
 api::FieldErrors config_errors(const T& /*object*/, ConfigMaps& /*maps*/,
                                std::vector<std::string>* /*warnings*/) {
+  return {};
+}
+
+api::FieldErrors config_errors(const api::NodeSet& n, ConfigMaps& /*maps*/,
+                               std::vector<std::string>* /*warnings*/) {
+  if (auto gpus = op::build::nodeset_gpus(n); !gpus) {
+    return {gpus.error()};
+  }
   return {};
 }
 

@@ -372,6 +372,101 @@ def test_a_missing_image_is_reported_and_disturbs_nothing():
     kubectl("-n", NS, "delete", "nodeset", bad, "--wait=true", "--timeout=120s", timeout=150)
 
 
+GPU_NODESET = f"{RELEASE}-worker-gpu"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"  # as GPU Feature Discovery labels a Node
+GPU_TYPE = "nvidia_h100_80gb_hbm3"  # what Slurm's autodetection would call it
+DCGM_DIR = Path(ENV["TESTBED_DIR"]) / "node" / "dcgm-job-mapping"
+
+
+def gpu_values(tmp: Path) -> Path:
+    """The cluster's values plus a NodeSet whose slurmd asks for every stand-in GPU of the node
+    (the bed's test device plugin serves them as /dev/nvidia0..3), typed from the Node's product
+    label, and DCGM's job mapping. The first NodeSet keeps what the tests above made of it."""
+    values = {
+        "nodesets": {
+            "slinky": {"replicas": 1, "slurmd": {"image": {"tag": "26.05-b"}}},
+            "gpu": {
+                "replicas": 1,
+                "oversubscribeNode": True,
+                "pruneSlurmNodeRecords": "NodeNotFound",
+                "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+                "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}}},
+                "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT}},
+                # The stand-ins are not NVIDIA devices autodetection could find: name them.
+                "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"},
+            },
+        },
+        "vendor": {"nvidia": {"dcgm": {"enabled": True, "jobMappingDir": str(DCGM_DIR)}}},
+    }
+    path = tmp / "gpu-values.yaml"
+    path.write_text(json.dumps(values))  # JSON is YAML
+    return path
+
+
+def gpu_node_line() -> str:
+    return slurm("scontrol", "show", "node", "gpu-0", "-o", check=False)
+
+
+def test_a_gpu_nodeset_registers_the_gpus_its_pods_get(tmp_path):
+    node = ENV["TESTBED_NODE"]
+    capacity = json.loads(kubectl("get", "node", node, "-o", "json").stdout)["status"]["capacity"]
+    assert capacity.get("nvidia.com/gpu") == "4", capacity  # the bed's stand-in device plugin
+    kubectl("label", "node", node, f"nvidia.com/gpu.product={GPU_PRODUCT}", "--overwrite")
+    helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(gpu_values(tmp_path)), timeout=120)
+    wait_until("gpu-0 idle with its GPUs", lambda: node_states().get("gpu-0") == "idle" and
+               f"Gres=gpu:{GPU_TYPE}:4" in gpu_node_line(), 300,
+               lambda: cluster_state() + "\n" + gpu_node_line(), period=5)
+    (pod,) = [p for p in workers() if p["spec"]["hostname"] == "gpu-0"]
+    devices = kubectl("-n", NS, "exec", pod["metadata"]["name"], "-c", "slurmd", "--",
+                      "sh", "-c", "ls /dev/nvidia*").stdout.split()
+    assert devices == [f"/dev/nvidia{i}" for i in range(4)], devices
+    # The CPU NodeSet's node offers no GPU.
+    assert "gpu:" not in slurm("scontrol", "show", "node", f"{HOST}0", "-o", check=False)
+
+
+def test_a_job_gets_the_gpus_it_asks_for_and_dcgm_sees_whose_they_are():
+    out = slurm("srun", "-p", "gpu", "--gres=gpu:2", "printenv", "CUDA_VISIBLE_DEVICES", timeout=60)
+    assert out.strip() == "0,1", out
+    # Three held by a batch job: a second job gets the fourth, and DCGM's mapping names the first.
+    # Memory asked for: without it a job takes the whole node's, and the second would wait.
+    held = submit("-p", "gpu", "--gres=gpu:3", "--mem=100M", "--time=2", "--wrap", "sleep 60")
+    wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
+    out = slurm("srun", "-p", "gpu", "--gres=gpu:1", "--mem=100M", "printenv", "CUDA_VISIBLE_DEVICES",
+                timeout=60)
+    assert out.strip() == "3", out
+    # The srun's own epilog may still be clearing GPU 3.
+    def mapping():
+        return {f.name: f.read_text().strip() for f in DCGM_DIR.iterdir()} if DCGM_DIR.is_dir() else {}
+
+    wait_until("DCGM's mapping to name the held job's GPUs",
+               lambda: mapping() == {"0": held, "1": held, "2": held}, 30, lambda: str(mapping()))
+    r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "--gres=gpu:5",
+                "true", check=False, timeout=60)
+    assert r.returncode != 0 and "Requested node configuration is not available" in r.stderr, r.stderr
+    slurm("scancel", held)
+    wait_until("the epilog to clear DCGM's mapping", lambda: not any(DCGM_DIR.iterdir()), 60,
+               lambda: str(sorted(DCGM_DIR.iterdir())))
+
+
+def test_an_nvlink_clique_becomes_a_block_of_the_clusters_topology():
+    """The Node labelled as GPU Feature Discovery labels a multi-node NVLink domain: the operator
+    writes topology.yaml, slurmctld reads it (in-place reconfigure), and the Slurm nodes on the
+    Node join its block."""
+    clique = "5e1f0c2a-7d3b-4c8e-9a61-0b2d4f6e8a10.1"
+    kubectl("label", "node", ENV["TESTBED_NODE"], f"nvidia.com/gpu.clique={clique}", "--overwrite")
+
+    def topology() -> str:
+        return kubectl("-n", NS, "exec", "slurm-controller-0", "-c", "slurmctld", "--",
+                       "scontrol", "show", "topology", "nvlink", check=False).stdout
+
+    out = wait_until("gpu-0 in the clique's block", lambda: (t := topology()) and
+                     f"BlockName={clique}" in t and "gpu-0" in t and t, 180,
+                     lambda: topology() + cluster_state(), period=5)
+    assert "BlockSize=1" in out, out  # one Node in the clique
+    assert f"Topology=nvlink:{clique}" in gpu_node_line()
+
+
 def test_deleting_the_cluster_leaves_nothing_behind():
     kubectl("-n", NS, "delete", "nodesets", "--all", "--wait=true", "--timeout=180s", timeout=200)
     wait_until("no Slurm node records", lambda: slurm("sinfo", "-h", "-N", "-o", "%N").strip() == "",

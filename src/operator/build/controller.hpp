@@ -12,6 +12,7 @@
 
 #include "api/codec.hpp"
 #include "api/types.hpp"
+#include "operator/build/topology.hpp"
 
 namespace tightrope::op::build {
 
@@ -23,6 +24,7 @@ struct ControllerInputs {
   std::map<std::string, std::map<std::string, std::string>> config_maps;
   std::string slurm_key_hash;  // sha256 of the auth/slurm key
   std::string jwt_key_hash;    // sha256 of the auth/jwt key
+  GpuCliques gpu_cliques;      // from the Kubernetes Nodes' nvidia.com/gpu.clique labels
 };
 
 // Names of what a Controller owns.
@@ -50,10 +52,16 @@ inline constexpr int64_t kMinMaxNodeCount = 1024;
 int64_t max_node_count(const ControllerInputs& in);
 
 std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in);
-// CgroupPlugin=cgroup/v2 + IgnoreSystemd=yes, unless a referenced ConfigMap provides one.
+// CgroupPlugin=cgroup/v2 + IgnoreSystemd=yes (+ ConstrainDevices=yes where a NodeSet asks for
+// GPUs), unless a referenced ConfigMap provides one.
 std::optional<std::string> build_cgroup_conf(const ControllerInputs& in);
 
-// The ConfigMap "<cr>-config": slurm.conf and, by default, cgroup.conf.
+// Unless a referenced ConfigMap provides one: a global AutoDetect=off, and for each NodeSet
+// that asks for GPUs (build/gpus.hpp) its nodes' AutoDetect and explicit lines.
+std::optional<std::string> build_gres_conf(const api::Controller& c, const ControllerInputs& in);
+
+// The ConfigMap "<cr>-config": slurm.conf and, by default, cgroup.conf, gres.conf and
+// topology.yaml (build/topology.hpp).
 nlohmann::json build_controller_config_map(const api::Controller& c, const ControllerInputs& in);
 // The hash that rolls slurmctld when its configuration changes: the generated files and every
 // referenced ConfigMap's data.

@@ -1,5 +1,7 @@
 #include "operator/build/nodeset.hpp"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -8,7 +10,9 @@
 #include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "operator/build/common.hpp"
+#include "operator/build/compute_domain.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/gpus.hpp"
 
 namespace tightrope::op::build {
 
@@ -126,6 +130,24 @@ Result<std::string, std::string> slurmd_conf(const api::NodeSet& n) {
     settings[key] = std::move(value);
   }
   settings["Features"] = features;
+  const auto gpus = nodeset_gpus(n);
+  if (!gpus) {
+    return fail(gpus.error().to_string());
+  }
+  if (gpus->wants_gpus() && !gpus->from_extra_conf) {
+    // The count and type must be right at registration: Slurm cannot change a count backed by
+    // device files later (scontrol update Gres= only sets it to 0).
+    std::string gres;
+    for (auto it = settings.begin(); it != settings.end();) {
+      if (strcasecmp(it->first.c_str(), "Gres") == 0) {
+        gres = it->second;
+        it = settings.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    settings["Gres"] = gres.empty() ? gpus->item : gres + "," + gpus->item;
+  }
   std::string conf;
   for (const auto& [key, value] : settings) {
     if (!conf.empty()) {
@@ -149,6 +171,10 @@ json nodeset_revision_data(const api::NodeSet& n, const NodeSetInputs& in) {
   }
   // Where slurmd finds slurmctld is in every pod's arguments: moving it rolls the workers.
   data["confServer"] = controller_conf_server(in.controller);
+  // So are the IMEX channels: asking for them rolls the workers onto the domain.
+  if (wants_compute_domain(n)) {
+    data["computeDomain"] = compute_domain_name(n);
+  }
   return {{"spec", data}};
 }
 
@@ -330,6 +356,9 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
     term["matchFields"] = json::array({requirement});
     pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
        ["nodeSelectorTerms"] = json::array({term});
+  }
+  if (wants_compute_domain(n)) {
+    add_channel_claim(n, pod);
   }
   json& meta = pod["metadata"];
   meta["name"] = name;

@@ -64,11 +64,11 @@ void create_external_cluster(kube::Client& client, const std::string& ns) {
 }
 
 void create_nodeset(kube::Client& client, const std::string& ns, const std::string& name,
-                    int64_t replicas) {
+                    int64_t replicas, const json& annotations) {
   create(client, resources::nodesets(), ns,
          {{"apiVersion", "slinky.slurm.net/v1beta1"},
           {"kind", "NodeSet"},
-          {"metadata", {{"name", name}}},
+          {"metadata", {{"name", name}, {"annotations", annotations}}},
           {"spec",
            {{"controllerRef", {{"name", "slurm"}}},
             {"replicas", replicas},

@@ -17,6 +17,6 @@ void create_external_cluster(kube::Client& client, const std::string& ns);
 // NodeSet `name` of Controller "slurm" with `replicas`; its nodes also carry the feature of the
 // bed's partition, so jobs can run on them.
 void create_nodeset(kube::Client& client, const std::string& ns, const std::string& name,
-                    int64_t replicas);
+                    int64_t replicas, const nlohmann::json& annotations = nlohmann::json::object());
 
 }  // namespace tightrope::op::testing

@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 
 #include "../kube/kube_support.hpp"
@@ -586,6 +589,215 @@ TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
   ASSERT_TRUE(client_->patch(
       kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
       {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", nullptr}}}}}}));
+}
+
+TEST_F(NodeSetTest, NvlinkCliquesBecomeBlocksAndASegmentStaysInOne) {
+  // Two NVLink domains of three Nodes, labelled as GPU Feature Discovery does. The bed's
+  // slurmctld declares the topology the operator generates for them (scripts/testbed
+  // TOPOLOGY_YAML; unit_operator checks the two agree), and a partition scheduling on it.
+  const std::string uuid = "5e1f0c2a-7d3b-4c8e-9a61-0b2d4f6e8a10";
+  std::map<std::string, std::string> block_of_node;
+  for (int i = 1; i <= 6; ++i) {
+    const std::string node = "bed-node-" + std::to_string(i);
+    block_of_node[node] = uuid + (i <= 3 ? ".1" : ".2");
+    ASSERT_TRUE(client_->patch(
+        kube::resources::nodes(), "", node, kube::PatchType::kMerge,
+        {{"metadata", {{"labels", {{"nvidia.com/gpu.clique", block_of_node[node]}}}}}}));
+  }
+  // The generated file names both blocks.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto config = client_->get(kube::resources::config_maps(), ns_, "slurm-config");
+        return config &&
+               config->value("/data/topology.yaml"_json_pointer, std::string()).find(uuid + ".2") !=
+                   std::string::npos;
+      },
+      kConverge));
+  testing::create_nodeset(*client_, ns_, nodeset_, 4);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(4); }, kConverge)) << describe();
+
+  // Each Slurm node joins the block of its Node's clique.
+  std::map<std::string, std::string> block_of_host;
+  for (const auto& p : pods()) {
+    block_of_host[p["spec"].value("hostname", "")] =
+        block_of_node.at(p["spec"].value("nodeName", ""));
+  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& [host, block] : block_of_host) {
+          auto node = slurm_node(host);
+          if (!node || node->topology.find("nvlink:" + block) == std::string::npos) {
+            return false;
+          }
+        }
+        return true;
+      },
+      kConverge))
+      << describe();
+
+  // Four nodes in two blocks of three: one block holds at least two. A job of that many in
+  // segments of that many lands inside one block.
+  std::map<std::string, int> per_block;
+  for (const auto& [host, block] : block_of_host) {
+    ++per_block[block];
+  }
+  int most = 0;
+  for (const auto& [block, count] : per_block) {
+    most = std::max(most, count);
+  }
+  const std::filesystem::path out =
+      std::filesystem::path(TestBed::var("TESTBED_DIR")) / "logs" / (nodeset_ + "-segment.out");
+  std::filesystem::remove(out);
+  const std::string n = std::to_string(most);
+  ASSERT_EQ(testing::run_in_root(TestBed::var("SLURM_ROOT"),
+                                 {"/bin/sh", "-c",
+                                  "srun -p nvlink -N" + n + " --segment=" + n +
+                                      " -t 1 printenv SLURMD_NODENAME 2>&1"},
+                                 out, std::chrono::seconds(60)),
+            0)
+      << describe();
+  std::ifstream lines(out);
+  std::set<std::string> blocks;
+  size_t hosts = 0;
+  for (std::string host; lines >> host;) {
+    ASSERT_EQ(block_of_host.count(host), 1U) << "srun printed " << host;
+    blocks.insert(block_of_host.at(host));
+    ++hosts;
+  }
+  EXPECT_EQ(hosts, static_cast<size_t>(most));
+  EXPECT_EQ(blocks.size(), 1U) << "the job's nodes span blocks";
+
+  for (int i = 1; i <= 6; ++i) {
+    (void)client_->patch(kube::resources::nodes(), "", "bed-node-" + std::to_string(i),
+                         kube::PatchType::kMerge,
+                         {{"metadata", {{"labels", {{"nvidia.com/gpu.clique", nullptr}}}}}});
+  }
+}
+
+TEST_F(NodeSetTest, AComputeDomainIsMadeAndItsChannelsAreClaimedByEveryPod) {
+  // NVIDIA's DRA driver is stood in for: the test installs a ComputeDomain CRD written from the
+  // API's documented fields, and plays the driver's controller (the claim template, a
+  // DeviceClass) and kubelet plugin (a ResourceSlice per Node with one channel). The API server,
+  // the resourceclaim controller and the scheduler that allocates the claims are real.
+  const kube::ResourceType device_classes{"resource.k8s.io", "v1", "deviceclasses", "DeviceClass",
+                                          false};
+  const kube::ResourceType slices{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice",
+                                  false};
+  const kube::ResourceType claims{"resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", true};
+  const std::string channel_class = "compute-domain-default-channel.nvidia.com";
+  const json imex = {{"tightrope.slurm.net/compute-domain", "true"}};
+  const auto ready_reason = [&] {
+    auto got = client_->get(resources::nodesets(), ns_, nodeset_);
+    for (const auto& c :
+         got ? got->value("/status/conditions"_json_pointer, json::array()) : json::array()) {
+      if (c.value("type", "") == "Ready") {
+        return c.value("reason", "") + ": " + c.value("message", "");
+      }
+    }
+    return std::string();
+  };
+  const bool crd_installed = client_
+                                 ->get(kube::resources::custom_resource_definitions(), "",
+                                       "computedomains.resource.nvidia.com")
+                                 .ok();
+  testing::create_nodeset(*client_, ns_, nodeset_, 2, imex);
+  if (!crd_installed) {
+    ASSERT_TRUE(eventually([&] { return ready_reason().starts_with("ComputeDomainCRDMissing: "); },
+                           kConverge))
+        << ready_reason();
+    EXPECT_TRUE(pods().empty());
+    testing::install_crd_file(
+        *client_, testing::source_dir() / "test/integration/testdata/computedomain-crd.yaml");
+  }
+  // The domain is made as NVIDIA runs it for Slurm, owned by the NodeSet; pods wait for its
+  // claim template.
+  const kube::ResourceType& domains = resources::compute_domains();
+  ASSERT_TRUE(
+      eventually([&] { return client_->get(domains, ns_, nodeset_ + "-imex").ok(); }, kConverge))
+      << ready_reason();
+  const json domain = *client_->get(domains, ns_, nodeset_ + "-imex");
+  EXPECT_EQ(domain["spec"],
+            json({{"numNodes", 0},
+                  {"channel",
+                   {{"allocationMode", "All"},
+                    {"resourceClaimTemplate", {{"name", nodeset_ + "-imex-channel"}}}}}}));
+  EXPECT_EQ(domain.value("/metadata/ownerReferences/0/kind"_json_pointer, std::string()),
+            "NodeSet");
+  ASSERT_TRUE(eventually([&] { return ready_reason().starts_with("WaitingForComputeDomain: "); },
+                         kConverge))
+      << ready_reason();
+  EXPECT_NE(ready_reason().find(nodeset_ + "-imex-channel does not exist yet"), std::string::npos)
+      << ready_reason();
+  EXPECT_TRUE(pods().empty());
+
+  // The driver's side: a channel on every Node, the class that selects them, the template.
+  (void)client_->create(
+      device_classes, "",
+      {{"apiVersion", "resource.k8s.io/v1"},
+       {"kind", "DeviceClass"},
+       {"metadata", {{"name", channel_class}}},
+       {"spec",
+        {{"selectors",
+          {{{"cel", {{"expression", "device.driver == 'compute-domain.nvidia.com'"}}}}}}}}});
+  std::vector<std::string> slice_names;
+  for (int i = 1; i <= 6; ++i) {
+    const std::string node = "bed-node-" + std::to_string(i);
+    slice_names.push_back(ns_ + "-" + node);
+    ASSERT_TRUE(client_->create(
+        slices, "",
+        {{"apiVersion", "resource.k8s.io/v1"},
+         {"kind", "ResourceSlice"},
+         {"metadata", {{"name", slice_names.back()}}},
+         {"spec",
+          {{"driver", "compute-domain.nvidia.com"},
+           {"nodeName", node},
+           {"pool", {{"name", ns_ + "-" + node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+           {"devices",
+            {{{"name", "channel-0"},
+              {"attributes", {{"type", {{"string", "channel"}}}, {"id", {{"int", 0}}}}}}}}}}}));
+  }
+  ASSERT_TRUE(client_->create(
+      resources::resource_claim_templates(), ns_,
+      {{"apiVersion", "resource.k8s.io/v1"},
+       {"kind", "ResourceClaimTemplate"},
+       {"metadata", {{"name", nodeset_ + "-imex-channel"}, {"namespace", ns_}}},
+       {"spec",
+        {{"spec",
+          {{"devices",
+            {{"requests",
+              {{{"name", "channel"}, {"exactly", {{"deviceClassName", channel_class}}}}}}}}}}}}}));
+
+  // Every pod claims the channels, the scheduler allocates each claim on the pod's Node, and
+  // the slurmd pods join Slurm.
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge))
+      << ready_reason() << "\n"
+      << describe();
+  for (const auto& p : pods()) {
+    EXPECT_EQ(p["spec"]["resourceClaims"],
+              json({{{"name", "compute-domain-channel"},
+                     {"resourceClaimTemplateName", nodeset_ + "-imex-channel"}}}));
+    bool slurmd_claims = false;
+    for (const auto& c : p["spec"]["containers"]) {
+      slurmd_claims = slurmd_claims || (c.value("name", "") == "slurmd" &&
+                                        c.value("/resources/claims"_json_pointer, json::array()) ==
+                                            json({{{"name", "compute-domain-channel"}}}));
+    }
+    EXPECT_TRUE(slurmd_claims) << p["spec"]["containers"].dump();
+  }
+  auto made = client_->list(claims, ns_);
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->items.size(), 2U);
+  for (const auto& claim : made->items) {
+    EXPECT_TRUE(claim.contains("status") && claim["status"].contains("allocation")) << claim.dump();
+  }
+
+  // The domain goes with its NodeSet.
+  ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
+  EXPECT_TRUE(
+      eventually([&] { return !client_->get(domains, ns_, nodeset_ + "-imex").ok(); }, kConverge));
+  for (const auto& name : slice_names) {
+    (void)client_->remove(slices, "", name);
+  }
 }
 
 TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {

@@ -94,28 +94,31 @@ std::vector<json> read_yaml_file(const std::filesystem::path& path) {
 
 void install_crds(kube::Client& client) {
   for (const auto& entry : std::filesystem::directory_iterator(source_dir() / "deploy/crds")) {
-    for (const auto& crd : read_yaml_file(entry.path())) {
-      auto applied = client.apply(kube::resources::custom_resource_definitions(), "", crd,
-                                  {"tightrope-test", true});
-      if (!applied) {
-        throw std::runtime_error("installing " + entry.path().string() + ": " +
-                                 applied.error().message);
+    install_crd_file(client, entry.path());
+  }
+}
+
+void install_crd_file(kube::Client& client, const std::filesystem::path& file) {
+  for (const auto& crd : read_yaml_file(file)) {
+    auto applied = client.apply(kube::resources::custom_resource_definitions(), "", crd,
+                                {"tightrope-test", true});
+    if (!applied) {
+      throw std::runtime_error("installing " + file.string() + ": " + applied.error().message);
+    }
+    const std::string name = crd["metadata"]["name"];
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (bool established = false; !established;) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("CRD " + name + " not Established in 30 s");
       }
-      const std::string name = crd["metadata"]["name"];
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      for (bool established = false; !established;) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          throw std::runtime_error("CRD " + name + " not Established in 30 s");
-        }
-        auto got = client.get(kube::resources::custom_resource_definitions(), "", name);
-        for (const auto& c :
-             got ? got->value("/status/conditions"_json_pointer, json::array()) : json::array()) {
-          established = established ||
-                        (c.value("type", "") == "Established" && c.value("status", "") == "True");
-        }
-        if (!established) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
+      auto got = client.get(kube::resources::custom_resource_definitions(), "", name);
+      for (const auto& c :
+           got ? got->value("/status/conditions"_json_pointer, json::array()) : json::array()) {
+        established = established ||
+                      (c.value("type", "") == "Established" && c.value("status", "") == "True");
+      }
+      if (!established) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     }
   }

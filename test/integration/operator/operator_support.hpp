@@ -21,6 +21,8 @@ std::filesystem::path source_dir();
 
 // Applies deploy/crds/*.yaml and waits (bounded) until each is Established.
 void install_crds(kube::Client& client);
+// Applies the CRDs of one YAML file and waits until each is Established.
+void install_crd_file(kube::Client& client, const std::filesystem::path& file);
 
 // slurm-operator watching one namespace, health and metrics on free loopback ports, reaching
 // slurmrestd at the bed's URL.

@@ -71,10 +71,17 @@ void check_controller_case(const std::string& name) {
   expect_objects(name, build::build_controller_objects(
                            c, in, input.fixed("serviceMonitorCrdInstalled") == true));
   expect_golden(case_dir(name) / "slurm.conf", build::build_slurm_conf(c, in));
+  if (auto gres = build::build_gres_conf(c, in)) {
+    expect_golden(case_dir(name) / "gres.conf", *gres);
+  }
 }
 
 TEST(BuildGolden, FullControllerWithNodeSetsAccountingAndConfigFiles) {
   check_controller_case("controller-full");
+}
+
+TEST(BuildGolden, ControllerWithGpuNodeSets) {
+  check_controller_case("controller-gpu");
 }
 
 TEST(BuildGolden, HighlyAvailableControllerOnAnExistingClaim) {

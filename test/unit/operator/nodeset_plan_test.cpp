@@ -439,6 +439,58 @@ TEST(NodeSetPlan, AMissingControllerStopsThePlan) {
   EXPECT_EQ(plan.stop->reason, "ControllerNotFound");
 }
 
+TEST(NodeSetPlan, PodsNoNodeCanTakeAreReportedWithTheSchedulersWords) {
+  Bed bed(2, 2);
+  // A GPU NodeSet on Nodes without GPUs: the scheduler says so on each pod.
+  const json pending = {
+      {"metadata", {{"name", "cpu-1"}, {"uid", "uid-cpu-1"}}},
+      {"spec", json::object()},
+      {"status",
+       {{"phase", "Pending"},
+        {"conditions",
+         {{{"type", "PodScheduled"},
+           {"status", "False"},
+           {"reason", "Unschedulable"},
+           {"message", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}}}};
+  const WorkerPod decoded_pod = worker_pod(bed.world.nodeset, pending);
+  EXPECT_EQ(decoded_pod.unschedulable, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.");
+  bed.world.pods[1].phase = "Pending";
+  bed.world.pods[1].ready = false;
+  bed.world.pods[1].kube_node.clear();
+  bed.world.pods[1].target_node.clear();
+  bed.world.pods[1].unschedulable = decoded_pod.unschedulable;
+  bed.nodes.erase("cpu-1");
+  const NodeSetPlan plan = bed.plan();
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  EXPECT_EQ(verdict.readiness.reason, "PodsUnschedulable");
+  EXPECT_EQ(verdict.readiness.message,
+            "pod cpu-1: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.");
+}
+
+TEST(NodeSetPlan, ANodeSetThatWouldRegisterGpusItsPodsLackMakesNoPod) {
+  Bed bed(2, 0);
+  bed.world.nodeset.spec.slurmd["resources"]["limits"]["nvidia.com/gpu"] = 2;
+  bed.world.nodeset.spec.extra_conf = "Gres=gpu:h100:8";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(plan.actions.empty());
+  ASSERT_TRUE(plan.stop);
+  EXPECT_EQ(plan.stop->reason, "InvalidConfig");
+  EXPECT_NE(plan.stop->message.find("registers 8 GPUs"), std::string::npos) << plan.stop->message;
+}
+
+TEST(NodeSetPlan, PodsWaitForTheirComputeDomainAndTheNodeSetSaysWhy) {
+  Bed bed(2, 1);
+  bed.world.compute_domain =
+      Readiness{false, "WaitingForComputeDomain", "ComputeDomain cpu-imex (status: NotReady)"};
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<CreatePod>(plan).empty());
+  EXPECT_TRUE(plan.awaits_compute_domain);
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  EXPECT_EQ(verdict.readiness.reason, "WaitingForComputeDomain");
+  // The pod that runs is still looked after.
+  EXPECT_EQ(plan.ready, 1);
+}
+
 TEST(NodeSetPlan, ActionsReadAsSentences) {
   EXPECT_EQ(to_string(DrainSlurmNode{"cpu-1", "slurm-operator: why"}),
             "drain Slurm node cpu-1: slurm-operator: why");

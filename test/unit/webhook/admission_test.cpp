@@ -170,6 +170,18 @@ TEST(Admission, ANodeSetWhoseControllerRefNamesAnotherNamespaceIsDenied) {
   EXPECT_THAT(cause_fields(v), ElementsAre("spec.controllerRef.namespace"));
 }
 
+TEST(Admission, ANodeSetRegisteringMoreGpusThanItsPodsGetIsDenied) {
+  json n = nodeset();
+  n["spec"]["slurmd"]["resources"]["limits"]["nvidia.com/gpu"] = 4;
+  n["spec"]["extraConf"] = "Gres=gpu:h100:8";
+  const Verdict v = admit(review("CREATE", n), kNoConfigMaps);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_THAT(cause_fields(v), ElementsAre("spec.extraConf"));
+  EXPECT_THAT(v.message, HasSubstr("registers 8 GPUs"));
+  n["spec"]["extraConf"] = "Gres=gpu:h100:4";
+  EXPECT_TRUE(admit(review("CREATE", n), kNoConfigMaps).allowed);
+}
+
 TEST(Admission, TheNamespaceComesFromTheRequestWhenTheObjectLeavesItOut) {
   json n = nodeset();
   n["spec"]["controllerRef"]["namespace"] = "slurm";
