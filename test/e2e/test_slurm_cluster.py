@@ -467,6 +467,85 @@ def test_an_nvlink_clique_becomes_a_block_of_the_clusters_topology():
     assert f"Topology=nvlink:{clique}" in gpu_node_line()
 
 
+IMEX_NODESET = f"{RELEASE}-worker-imex"
+IMEX_CHANNELS = f"{IMEX_NODESET}-imex-channel"  # the claim template NVIDIA's controller makes
+IMEX_MAJOR = 238  # an unused character major: slurmstepd makes the job's channel with it
+
+
+def imex_values(tmp: Path) -> Path:
+    """The cluster so far, plus a NodeSet with its own ComputeDomain. slurmd is told the IMEX
+    channel major (there is no driver to list it in /proc/devices)."""
+    values = json.loads(gpu_values(tmp).read_text())
+    values["nodesets"]["imex"] = {
+        "replicas": 1, "oversubscribeNode": True, "computeDomain": True,
+        "pruneSlurmNodeRecords": "NodeNotFound",
+        "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+    }
+    values["controller"] = {"extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+                                         f"SwitchParameters=imex_dev_major={IMEX_MAJOR}\n"}
+    path = tmp / "imex-values.yaml"
+    path.write_text(json.dumps(values))
+    return path
+
+
+def test_a_compute_domain_nodeset_waits_for_its_domain_then_claims_its_channels(tmp_path):
+    """NVIDIA's DRA driver is stood in for: the ComputeDomain CRD written from its documented
+    fields, the test playing its controller (DeviceClass, claim template), the bed's test DRA
+    kubelet plugin preparing the claims. The kubelet, scheduler and resourceclaim controller
+    are real."""
+    kubectl("apply", "-f", str(REPO / "test/integration/testdata/computedomain-crd.yaml"))
+    kubectl("wait", "--for=condition=Established", "crd/computedomains.resource.nvidia.com",
+            "--timeout=60s")
+    node = ENV["TESTBED_NODE"]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+         "metadata": {"name": "compute-domain-default-channel.nvidia.com"},
+         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'compute-domain.nvidia.com'"}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+         "metadata": {"name": f"{node}-compute-domain"},
+         "spec": {"driver": "compute-domain.nvidia.com", "nodeName": node,
+                  "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                  "devices": [{"name": "channel-0",
+                               "attributes": {"type": {"string": "channel"}, "id": {"int": 0}}}]}}]}))
+    helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(imex_values(tmp_path)), timeout=120)
+    waiting = wait_until("the NodeSet to wait for its ComputeDomain",
+                         lambda: (c := nodeset_ready(IMEX_NODESET)) and
+                         c.get("reason") == "WaitingForComputeDomain" and c, 120, cluster_state)
+    assert IMEX_CHANNELS in waiting["message"], waiting
+    domain = get("computedomain", f"{IMEX_NODESET}-imex")
+    assert domain["spec"] == {"numNodes": 0, "channel": {
+        "allocationMode": "All", "resourceClaimTemplate": {"name": IMEX_CHANNELS}}}, domain
+    assert not [p for p in workers() if p["spec"]["hostname"].startswith("imex-")]
+
+    kubectl("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": IMEX_CHANNELS, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "channel", "exactly": {"deviceClassName": "compute-domain-default-channel.nvidia.com"}}]}}}}))
+    wait_until("imex-0 idle", lambda: node_states().get("imex-0") == "idle", 300, cluster_state, period=5)
+    claims = get("resourceclaims").get("items", [])
+    assert [c["status"].get("allocation", {}).get("devices", {}).get("results", [{}])[0].get("device")
+            for c in claims] == ["channel-0"], claims
+    assert "SwitchType=switch/nvidia_imex" in kubectl(
+        "-n", NS, "get", "configmap", f"{RELEASE}-config", "-o", "jsonpath={.data.slurm\\.conf}").stdout
+
+
+def imex_channels(*args: str) -> list[str]:
+    """The IMEX channels a job step sees: slurmstepd makes its job's in a private mount."""
+    return slurm("srun", "-p", "imex", "--mem=100M", *args, "ls", "/dev/nvidia-caps-imex-channels",
+                 timeout=60).split()
+
+
+def test_each_job_gets_its_own_imex_channel():
+    assert imex_channels() == ["channel1"]
+    held = submit("-p", "imex", "--mem=100M", "--time=2", "--wrap", "sleep 60")
+    wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
+    # The held job has channel 1 (channel 0 is reserved): the next job gets another.
+    assert imex_channels() == ["channel2"]
+    slurm("scancel", held)
+
+
 def test_deleting_the_cluster_leaves_nothing_behind():
     kubectl("-n", NS, "delete", "nodesets", "--all", "--wait=true", "--timeout=180s", timeout=200)
     wait_until("no Slurm node records", lambda: slurm("sinfo", "-h", "-N", "-o", "%N").strip() == "",
