@@ -25,19 +25,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import stat
 import threading
-from concurrent import futures
 from pathlib import Path
 
 import grpc
-from google.protobuf import descriptor_pool, message_factory
-from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
-from google.protobuf.descriptor_pb2 import FileDescriptorProto
+from kubelet_plugin import KubeletPlugin, message_classes, run, unary  # same directory: on sys.path when run
 
 NVIDIA_MAJOR = 195  # the character major of /dev/nvidia<minor>
-SCALARS = {"string": F.TYPE_STRING, "bool": F.TYPE_BOOL, "int32": F.TYPE_INT32, "int64": F.TYPE_INT64}
 
 # message -> [(field, number, type)]; "[]T" is repeated, "map" is map<string, string>. Only the
 # messages the two services use.
@@ -66,63 +61,20 @@ DEVICE_PLUGIN_API = {
     "Mount": [("container_path", 1, "string"), ("host_path", 2, "string"), ("read_only", 3, "bool")],
     "DeviceSpec": [("container_path", 1, "string"), ("host_path", 2, "string"), ("permissions", 3, "string")],
 }
-REGISTRATION_API = {
-    "PluginInfo": [("type", 1, "string"), ("name", 2, "string"), ("endpoint", 3, "string"),
-                   ("supported_versions", 4, "[]string")],
-    "RegistrationStatus": [("plugin_registered", 1, "bool"), ("error", 2, "string")],
-    "RegistrationStatusResponse": [],
-    "InfoRequest": [],
-}
 
 log = logging.getLogger("fake-gpu-plugin")
 
 
-def message_classes(package: str, api: dict) -> dict[str, type]:
-    """The message classes of one proto3 package, from a FileDescriptorProto made here."""
-    fd = FileDescriptorProto(name=f"tightrope/fake_gpu_plugin/{package}.proto", package=package, syntax="proto3")
-    for name, fields in api.items():
-        msg = fd.message_type.add(name=name)
-        for fname, number, ftype in fields:
-            f = msg.field.add(name=fname, number=number, label=F.LABEL_OPTIONAL)
-            if ftype == "map":
-                # A map field is, on the wire and in the descriptor, a repeated nested entry message.
-                entry = msg.nested_type.add(name=fname.title().replace("_", "") + "Entry")
-                entry.options.map_entry = True
-                entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
-                entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, type=F.TYPE_STRING)
-                f.label, f.type, f.type_name = F.LABEL_REPEATED, F.TYPE_MESSAGE, f".{package}.{name}.{entry.name}"
-                continue
-            if ftype.startswith("[]"):
-                f.label, ftype = F.LABEL_REPEATED, ftype[2:]
-            if ftype in SCALARS:
-                f.type = SCALARS[ftype]
-            else:
-                f.type, f.type_name = F.TYPE_MESSAGE, f".{package}.{ftype}"
-    pool = descriptor_pool.DescriptorPool()  # our own: nothing else in the process can clash with it
-    pool.Add(fd)
-    return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
-            for name in api}
-
-
 DP = message_classes("v1beta1", DEVICE_PLUGIN_API)
-REG = message_classes("pluginregistration", REGISTRATION_API)
 
+class FakeGpus(KubeletPlugin):
+    plugin_type = "DevicePlugin"
+    supported_versions = ["v1beta1"]
 
-def unary(fn, request: str, response: str, types: dict):
-    return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=types[request].FromString,
-                                               response_serializer=types[response].SerializeToString)
-
-
-class FakeGpus:
     def __init__(self, args: argparse.Namespace, stop: threading.Event) -> None:
-        self.resource, self.stop = args.resource, stop
+        super().__init__(args.resource, args.root_dir, "fake-gpu/device-plugin.sock", "fake-gpu.sock", stop, log)
         self.devices_dir = Path(args.devices_dir).resolve()
         self.ids = [f"gpu-{i}" for i in range(args.count)]
-        root = Path(args.root_dir).resolve()
-        # The device plugin's socket lies outside plugins_registry: the watcher would take any
-        # socket there for a registration socket and call GetInfo on it.
-        self.plugin_socket = root / "plugins" / "fake-gpu" / "device-plugin.sock"
-        self.registration_socket = root / "plugins_registry" / "fake-gpu.sock"
 
     def make_devices(self) -> None:
         self.devices_dir.mkdir(parents=True, exist_ok=True)
@@ -182,32 +134,9 @@ class FakeGpus:
     def pre_start_container(self, _request, _context):
         return DP["PreStartContainerResponse"]()
 
-    # pluginregistration.Registration
-
-    def get_info(self, _request, _context):
-        log.info("GetInfo from the kubelet's plugin watcher")
-        return REG["PluginInfo"](type="DevicePlugin", name=self.resource, endpoint=str(self.plugin_socket),
-                                 supported_versions=["v1beta1"])
-
-    def notify_registration_status(self, request, _context):
-        if request.plugin_registered:
-            log.info("registered with the kubelet as %s", self.resource)  # scripts/testbed up waits for this
-        else:
-            log.error("the kubelet refused the registration: %s", request.error)
-        return REG["RegistrationStatusResponse"]()
-
-    def serve(self, socket: Path, service: str, handlers: dict) -> grpc.Server:
-        socket.parent.mkdir(parents=True, exist_ok=True)
-        socket.unlink(missing_ok=True)  # a previous run's, if it was killed
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
-        server.add_insecure_port(f"unix://{socket}")
-        server.start()
-        return server
-
     def run(self) -> None:
         self.make_devices()
-        plugin = self.serve(self.plugin_socket, "v1beta1.DevicePlugin", {
+        self.serve_until_stopped("v1beta1.DevicePlugin", {
             "GetDevicePluginOptions": unary(self.get_options, "Empty", "DevicePluginOptions", DP),
             "ListAndWatch": grpc.unary_stream_rpc_method_handler(
                 self.list_and_watch, request_deserializer=DP["Empty"].FromString,
@@ -217,24 +146,7 @@ class FakeGpus:
             "Allocate": unary(self.allocate, "AllocateRequest", "AllocateResponse", DP),
             "PreStartContainer": unary(self.pre_start_container, "PreStartContainerRequest",
                                        "PreStartContainerResponse", DP),
-        })
-        # Registration socket last: the kubelet connects to the plugin's socket as soon as it has
-        # the endpoint from GetInfo.
-        registration = self.serve(self.registration_socket, "pluginregistration.Registration", {
-            "GetInfo": unary(self.get_info, "InfoRequest", "PluginInfo", REG),
-            "NotifyRegistrationStatus": unary(self.notify_registration_status, "RegistrationStatus",
-                                              "RegistrationStatusResponse", REG),
-        })
-        log.info("%d x %s (%s/nvidia0..%d) at %s; registration socket %s", len(self.ids), self.resource,
-                 self.devices_dir, len(self.ids) - 1, self.plugin_socket, self.registration_socket)
-        self.stop.wait()
-        # Registration socket first: its removal is what makes the kubelet deregister the plugin.
-        registration.stop(grace=1).wait()
-        self.registration_socket.unlink(missing_ok=True)
-        plugin.stop(grace=1).wait()
-        self.plugin_socket.unlink(missing_ok=True)
-        log.info("stopped")
-
+        }, f"{len(self.ids)} x {self.name} ({self.devices_dir}/nvidia0..{len(self.ids) - 1})")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -242,15 +154,13 @@ def main() -> None:
     ap.add_argument("--devices-dir", required=True, help="where the stand-in nvidia<i> devices are made")
     ap.add_argument("--count", type=int, default=4, help="devices to offer (default 4)")
     ap.add_argument("--resource", default="nvidia.com/gpu", help="extended resource name (default nvidia.com/gpu)")
-    args = ap.parse_args()
-    if Path(args.devices_dir).resolve().is_relative_to("/dev"):
-        ap.error("--devices-dir must not be in /dev: the stand-ins would look like real devices to the host")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    FakeGpus(args, stop).run()
 
+    def start(args: argparse.Namespace, stop: threading.Event) -> None:
+        if Path(args.devices_dir).resolve().is_relative_to("/dev"):
+            ap.error("--devices-dir must not be in /dev: the stand-ins would look like real devices to the host")
+        FakeGpus(args, stop).run()
+
+    run(ap, start)
 
 if __name__ == "__main__":
     main()
