@@ -529,6 +529,12 @@ def test_a_compute_domain_nodeset_waits_for_its_domain_then_claims_its_channels(
             for c in claims] == ["channel-0"], claims
     assert "SwitchType=switch/nvidia_imex" in kubectl(
         "-n", NS, "get", "configmap", f"{RELEASE}-config", "-o", "jsonpath={.data.slurm\\.conf}").stdout
+    # slurmctld reads the new slurm.conf (its partition, SwitchType) once the kubelet has
+    # synced the ConfigMap into its pod and the in-place reconfigure has run.
+    wait_until("slurmctld to reconfigure with the imex partition and switch/nvidia_imex",
+               lambda: "switch/nvidia_imex" in slurm("scontrol", "show", "config", check=False) and
+               "PartitionName=imex" in slurm("scontrol", "show", "partition", "imex", check=False),
+               180, cluster_state, period=5)
 
 
 def imex_channels(*args: str) -> list[str]:
@@ -538,7 +544,9 @@ def imex_channels(*args: str) -> list[str]:
 
 
 def test_each_job_gets_its_own_imex_channel():
-    assert imex_channels() == ["channel1"]
+    # The slurmds take SwitchType from the reconfigure a moment after slurmctld.
+    wait_until("a job to get IMEX channel 1", lambda: imex_channels() == ["channel1"], 90,
+               cluster_state, period=5)
     held = submit("-p", "imex", "--mem=100M", "--time=2", "--wrap", "sleep 60")
     wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
     # The held job has channel 1 (channel 0 is reserved): the next job gets another.
