@@ -2,7 +2,9 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <array>
+#include <cctype>
 #include <set>
 
 #include "api/well_known.hpp"
@@ -181,6 +183,13 @@ json service(std::string_view name, std::string_view namespace_name, const json&
     }
   }
   return {{"apiVersion", "v1"}, {"kind", "Service"}, {"metadata", meta}, {"spec", spec}};
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
 }
 
 std::string sha256_hex(std::string_view data) {

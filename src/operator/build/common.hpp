@@ -70,4 +70,7 @@ nlohmann::json service(std::string_view name, std::string_view namespace_name,
 
 std::string sha256_hex(std::string_view data);
 
+// ASCII lower case: Slurm's keys and GPU product names compare without case.
+std::string lower(std::string_view s);
+
 }  // namespace tightrope::op::build

@@ -33,12 +33,6 @@ const std::set<std::string>& merged_keys() {
   return keys;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return s;
-}
-
 // Appends the items of `extra` (a comma list) missing from `base`.
 std::string union_list(const std::string& base, const std::string& extra) {
   std::vector<std::string> items;

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "api/well_known.hpp"
+#include "operator/build/common.hpp"
 #include "operator/build/nodeset.hpp"
 
 namespace tightrope::op::build {
@@ -18,13 +19,6 @@ constexpr std::string_view kMigResourcePrefix = "nvidia.com/mig-";
 bool all_digits(std::string_view s) {
   return !s.empty() &&
          std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 std::string annotation(const api::NodeSet& n, std::string_view key) {
