@@ -273,6 +273,10 @@ std::string build_sshd_config(const api::LoginSet& l) {
                      "HostKey /etc/ssh/ssh_host_ecdsa_key\n"
                      "HostKey /etc/ssh/ssh_host_ed25519_key\n"
                      "UsePAM yes\n"
+                     // A directory user's keys, when sssd.conf serves them (services = ssh,
+                     // ldap_user_ssh_public_key); without that the command finds none.
+                     "AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys\n"
+                     "AuthorizedKeysCommandUser nobody\n"
                      "KbdInteractiveAuthentication no\n"
                      "X11Forwarding yes\n"
                      "PrintMotd no\n"

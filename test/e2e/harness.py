@@ -1,0 +1,139 @@
+"""What every e2e file drives the bed's cluster with: the bed's environment, kubectl and helm,
+Slurm commands run in the login pod, and bounded waits that print what the cluster showed last.
+The chart is installed as release "slurm" in namespace "slurm", the operator in "slinky"."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+BED = os.environ.get("TESTBED_NAME", "e2e")
+OPERATOR_NS = "slinky"
+NS = "slurm"
+RELEASE = "slurm"
+NODESET = f"{RELEASE}-worker-slinky"
+HOST = "slinky-"  # the chart names a NodeSet's Slurm nodes <nodeset key>-<ordinal>
+VALUES = REPO / "deploy/helm/values/single-node.yaml"
+
+
+def bed_env() -> dict:
+    out = subprocess.run([str(REPO / "scripts/testbed"), "--name", BED, "env"], check=True,
+                         capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key] = shlex.split(value)[0] if value else ""
+    return env
+
+
+ENV = bed_env()
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout, input=stdin)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{shlex.join(cmd)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def kubectl(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(ENV["KUBECTL"], *args, **kw)
+
+
+def helm(*args: str, **kw) -> subprocess.CompletedProcess:
+    return run(ENV["HELM"], *args, **kw)
+
+
+def get(kind: str, name: str = "", ns: str = NS) -> dict:
+    r = kubectl("-n", ns, "get", kind, *([name] if name else []), "-o", "json", check=False)
+    return json.loads(r.stdout) if r.returncode == 0 else {}
+
+
+def wait_until(what: str, probe, timeout: float, explain=None, period: float = 2.0):
+    """Returns probe()'s first truthy value; fails after `timeout` s with what explain() shows."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (AssertionError, subprocess.TimeoutExpired, ValueError) as e:
+            last = e
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(period)
+    detail = explain() if explain else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}\n{detail}")
+
+
+def cluster_state() -> str:
+    pods = kubectl("-n", NS, "get", "pods", "-o", "wide", check=False).stdout
+    nodesets = kubectl("-n", NS, "get", "nodesets", "-o", "yaml", check=False).stdout
+    events = kubectl("-n", NS, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
+    operator = kubectl("-n", OPERATOR_NS, "logs", "deploy/slurm-operator", "--tail=40", check=False).stdout
+    return f"pods:\n{pods}\nnodesets:\n{nodesets[-3000:]}\nevents:\n{events[-3000:]}\noperator:\n{operator}"
+
+
+def login_pod() -> str:
+    pods = get("pods")
+    for p in pods.get("items", []):
+        labels = p["metadata"].get("labels", {})
+        if labels.get("app.kubernetes.io/name") == "login" and "deletionTimestamp" not in p["metadata"]:
+            return p["metadata"]["name"]
+    raise AssertionError("no login pod")
+
+
+def slurm(*cmd: str, check: bool = True, timeout: float = 120) -> str:
+    """A Slurm command run in the login pod, as a user of the cluster would."""
+    return kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", *cmd, check=check,
+                   timeout=timeout).stdout
+
+
+def node_states() -> dict[str, str]:
+    """Slurm node name -> its state, as sinfo prints it (idle, alloc, drain, drng, ...)."""
+    out = slurm("sinfo", "-h", "-N", "-o", "%N %t")
+    return dict(line.split() for line in out.splitlines() if line.strip())
+
+
+def workers() -> list[dict]:
+    return [p for p in get("pods").get("items", [])
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurmd"]
+
+
+def job_state(job: str) -> str:
+    out = slurm("scontrol", "show", "job", job, "-o", check=False)
+    for field in out.split():
+        if field.startswith("JobState="):
+            return field.split("=", 1)[1]
+    return ""
+
+
+def submit(*args: str) -> str:
+    out = slurm("sbatch", "--parsable", *args)
+    return out.strip().split(";")[0]
+
+
+def pod_condition(pod: dict, type_: str) -> str:
+    for c in pod.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return c["status"]
+    return ""
+
+
+def nodeset_ready(name: str) -> dict:
+    for c in get("nodeset", name).get("status", {}).get("conditions", []):
+        if c["type"] == "Ready":
+            return c
+    return {}
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def install_operator():
+    helm("upgrade", "--install", "slurm-operator", str(REPO / "deploy/helm/slurm-operator"), "-n", OPERATOR_NS,
+         "--create-namespace", "--wait", "--timeout", "180s", timeout=240)

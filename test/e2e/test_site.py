@@ -1,0 +1,257 @@
+"""End to end into a site: the cluster plugs into what a site already runs, stood in by the bed
+(scripts/testbed up --with-site): a directory (slapd with users alice, in group hpc, and bob, who
+is not), the site's MariaDB, local PersistentVolumes, and a /home shared by the login and worker
+pods. Users log in over SSH with keys from the directory, slurmdbd keeps its records in the
+site's database, and slurmctld keeps its state on a volume.
+
+Runs after test_slurm_cluster.py on the same bed (CTest orders them), with a cluster of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import (ENV, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm, install_operator,
+                     job_state, kubectl, login_pod, node_states, run, slurm, wait_until)
+
+if "LDAP_URL" not in ENV:
+    pytest.fail(f"bed {ENV.get('TESTBED_NAME')} has no site: scripts/testbed up --with-node --with-site",
+                pytrace=False)
+
+LOGINSET = f"{RELEASE}-login-slinky"
+DB_SECRET = "site-db"  # the password the site's DBA handed over
+HOME = Path(ENV["TESTBED_DIR"]) / "node" / "home"  # the site's shared /home
+KEYS = Path(ENV["LDAP_USER_KEYS"])
+
+
+def sssd_conf() -> str:
+    """A site's sssd.conf: users and their SSH keys from LDAP, only the group hpc may log in."""
+    return f"""[sssd]
+config_file_version = 2
+services = nss, pam, ssh
+domains = site
+
+[nss]
+filter_users = root, slurm
+filter_groups = root, slurm
+
+[pam]
+
+[ssh]
+
+[domain/site]
+id_provider = ldap
+auth_provider = none
+access_provider = simple
+simple_allow_groups = hpc
+ldap_uri = {ENV['LDAP_URL']}
+ldap_search_base = {ENV['LDAP_BASE_DN']}
+ldap_default_bind_dn = {ENV['LDAP_BIND_DN']}
+ldap_default_authtok = {ENV['LDAP_BIND_PASSWORD']}
+ldap_schema = rfc2307
+ldap_user_ssh_public_key = sshPublicKey
+ldap_id_use_start_tls = false
+cache_credentials = false
+"""
+
+
+def site_values(tmp: Path) -> Path:
+    home = {"name": "home", "hostPath": {"path": str(HOME), "type": "DirectoryOrCreate"}}
+    mount = {"name": "home", "mountPath": "/home"}
+    values = {
+        "controller": {
+            "persistence": {"enabled": True},  # the default StorageClass: the bed's local volumes
+            "inplaceReconfigure": False,
+            "extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+                         "AccountingStorageEnforce=associations,limits,qos\n",
+        },
+        "accounting": {
+            "enabled": True,
+            "storageConfig": {"host": ENV["SITE_DB_HOST"], "port": int(ENV["SITE_DB_PORT"]),
+                              "database": ENV["SITE_DB_NAME"], "username": ENV["SITE_DB_USER"],
+                              "passwordKeyRef": {"name": DB_SECRET, "key": "password"}},
+        },
+        "sssd": {"conf": sssd_conf()},
+        "loginsets": {"slinky": {"login": {"volumeMounts": [mount]}, "podSpec": {"volumes": [home]}}},
+        "nodesets": {"slinky": {"replicas": 1, "slurmd": {"volumeMounts": [mount]},
+                                "podSpec": {"volumes": [home]}}},
+    }
+    path = tmp / "site.yaml"
+    path.write_text(json.dumps(values))
+    return path
+
+
+def ssh(user: str, command: str, known_hosts: Path, check: bool = True,
+        strict: str = "accept-new") -> subprocess.CompletedProcess:
+    """`command` run by `user` logged in over SSH to the login Service, with the key the directory
+    holds for them."""
+    ip = get("service", LOGINSET)["spec"]["clusterIP"]
+    return run("ssh", "-i", str(KEYS / user), "-o", "BatchMode=yes", "-o", f"StrictHostKeyChecking={strict}",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+               f"{user}@{ip}", command, check=check, timeout=90)
+
+
+@pytest.fixture(scope="module")
+def known_hosts(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("ssh") / "known_hosts"
+
+
+def test_operator_installs_with_helm():
+    install_operator()
+
+
+def test_a_site_cluster_comes_up_on_the_sites_database_and_directory(tmp_path):
+    kubectl("create", "namespace", NS, check=False)
+    kubectl("-n", NS, "create", "secret", "generic", DB_SECRET,
+            f"--from-literal=password={ENV['SITE_DB_PASSWORD']}", check=False)
+    HOME.mkdir(parents=True, exist_ok=True)
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(site_values(tmp_path)), timeout=120)
+
+    wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
+               cluster_state, period=5)
+    claim = get("pvc").get("items", [])
+    assert [c["status"]["phase"] for c in claim] == ["Bound"], claim
+
+
+def test_a_directory_user_logs_in_over_ssh_and_runs_jobs_as_themselves(known_hosts):
+    def logged_in():
+        r = ssh("alice", "id -u; id -gn; pwd; test -O . && echo owns-home", known_hosts, check=False)
+        return r.stdout.split() if r.returncode == 0 else None
+
+    # SSSD's first lookup and the login pod's readiness may lag the cluster's.
+    assert wait_until("alice to log in", logged_in, 120, cluster_state) == \
+        ["10001", "hpc", "/home/alice", "owns-home"]
+    assert (HOME / "alice").stat().st_uid == 10001  # made on the shared /home, seen by the workers
+
+
+def test_a_user_outside_the_allowed_group_is_refused(known_hosts):
+    r = ssh("bob", "id", known_hosts, check=False)
+    assert r.returncode == 255 and "uid=" not in r.stdout, (r.returncode, r.stdout, r.stderr)
+
+
+def test_a_job_runs_and_is_accounted_as_the_directory_user(known_hosts):
+    # No association yet: AccountingStorageEnforce refuses alice's job.
+    r = ssh("alice", "sbatch --parsable --wrap true", known_hosts, check=False)
+    assert r.returncode != 0 and "Invalid account" in r.stderr, (r.stdout, r.stderr)
+    for cmd in (["sacctmgr", "-i", "add", "qos", "short", "MaxWall=00:01:00", "Flags=DenyOnLimit"],
+                ["sacctmgr", "-i", "add", "account", "physics"],
+                ["sacctmgr", "-i", "add", "user", "alice", "account=physics", "qos=normal,short"]):
+        slurm(*cmd)
+    job = wait_until("alice's association to reach slurmctld", lambda: (
+        r := ssh("alice", "sbatch --parsable --time=1 --qos=short -o %j.out --wrap 'id -u; id -g'",
+                 known_hosts, check=False)).returncode == 0 and r.stdout.strip(), 60, cluster_state)
+    assert ssh("alice", "srun -N1 id -u", known_hosts).stdout.split() == ["10001"]
+    wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 90, cluster_state)
+    assert (HOME / "alice" / f"{job}.out").read_text().split() == ["10001", "10000"]
+    shown = slurm("scontrol", "show", "job", job, "-o")
+    assert "UserId=alice(10001)" in shown and "GroupId=hpc(10000)" in shown, shown
+
+    # The QOS limit: a job asking for more than a minute is refused at submission.
+    r = ssh("alice", "sbatch --parsable --time=5 --qos=short --wrap true", known_hosts, check=False)
+    assert r.returncode != 0 and "QOS" in r.stderr, (r.stdout, r.stderr)
+
+    def accounted():
+        out = slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobID,User,Group,Account,State", check=False)
+        return out.strip() == f"{job}|alice|hpc|physics|COMPLETED" or None
+
+    wait_until(f"sacct to show job {job} as alice's", accounted, 60,
+               lambda: slurm("sacct", "-X", "-j", job, check=False))
+
+
+def test_the_database_password_is_never_shown():
+    password = ENV["SITE_DB_PASSWORD"]
+    for kind in ("configmaps", "events"):
+        assert password not in kubectl("-n", NS, "get", kind, "-o", "yaml").stdout, kind
+    for pod in get("pods")["items"]:
+        name = pod["metadata"]["name"]
+        for c in pod["spec"]["containers"]:
+            assert password not in json.dumps(c.get("env", [])), (name, c["name"])
+            logs = kubectl("-n", NS, "logs", name, "-c", c["name"], check=False).stdout
+            assert password not in logs, (name, c["name"])
+    assert password not in kubectl("-n", OPERATOR_NS, "logs", "deploy/slurm-operator").stdout
+
+
+def test_login_host_keys_survive_a_new_login_pod(known_hosts):
+    before = known_hosts.read_text()
+    kubectl("-n", NS, "delete", "pod", login_pod(), "--wait=true", timeout=120)
+    # The known host key from the first login: StrictHostKeyChecking=yes refuses any other.
+    wait_until("alice to log in to the new pod with the known host key",
+               lambda: ssh("alice", "hostname", known_hosts, check=False, strict="yes").returncode == 0,
+               180, cluster_state)
+    assert known_hosts.read_text() == before
+
+
+def alice_submits(known_hosts: Path, *args: str) -> str:
+    return ssh("alice", "sbatch --parsable " + " ".join(args), known_hosts).stdout.strip()
+
+
+def test_slurmctlds_state_survives_a_new_pod(known_hosts):
+    """controller.persistence: the state is on a volume, so a new slurmctld pod restores the queue;
+    the running job never stopped (slurmd runs it) and completes."""
+    running = alice_submits(known_hosts, "--qos=normal", "--time=3", "--wrap", "'sleep 40'")
+    wait_until(f"job {running} running", lambda: job_state(running) == "RUNNING", 60, cluster_state)
+    queued = alice_submits(known_hosts, "--qos=normal", "--time=3", f"--dependency=afterok:{running}",
+                           "--wrap", "true")
+    old = get("pod", "slurm-controller-0")["metadata"]["uid"]
+    kubectl("-n", NS, "delete", "pod", "slurm-controller-0", "--wait=true", timeout=120)
+
+    def restored():
+        pod = get("pod", "slurm-controller-0")
+        return pod and pod["metadata"]["uid"] != old and \
+            (job_state(running), job_state(queued)) == ("RUNNING", "PENDING")
+
+    wait_until("the new slurmctld to show both jobs as they were", restored, 180, cluster_state)
+    wait_until(f"job {running} to complete", lambda: job_state(running) == "COMPLETED", 120, cluster_state)
+    wait_until(f"job {queued} to run after it and complete", lambda: job_state(queued) == "COMPLETED", 120,
+               cluster_state)
+
+
+def slurmdbd_signal(sig: str) -> None:
+    kubectl("-n", NS, "exec", "slurm-accounting-0", "-c", "slurmdbd", "--", "sh", "-c",
+            f"for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmdbd ] && kill -{sig} ${{p#/proc/}}; done; true")
+
+
+def dbd_queue() -> int:
+    for line in slurm("sdiag").splitlines():
+        if line.startswith("DBD Agent queue size:"):
+            return int(line.split(":")[1])
+    raise AssertionError("sdiag shows no DBD Agent queue")
+
+
+def test_jobs_that_end_while_slurmdbd_is_away_are_recorded_after(known_hosts):
+    """slurmdbd frozen, a job runs and ends, the pod is replaced: slurmctld kept the record and
+    hands it to the new slurmdbd."""
+    old = get("pod", "slurm-accounting-0")["metadata"]["uid"]
+    slurmdbd_signal("STOP")
+    job = alice_submits(known_hosts, "--qos=normal", "--time=1", "--wrap", "true")
+    wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60, cluster_state)
+    # Its records wait in slurmctld's queue for slurmdbd.
+    assert dbd_queue() > 0, slurm("sdiag")
+    kubectl("-n", NS, "delete", "pod", "slurm-accounting-0", "--grace-period=1", "--wait=true", timeout=120)
+    wait_until("a new slurmdbd pod", lambda: (p := get("pod", "slurm-accounting-0")) and
+               p["metadata"]["uid"] != old, 120, cluster_state)
+
+    def recorded():
+        out = slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobID,User,State", check=False)
+        return out.strip() == f"{job}|alice|COMPLETED" or None
+
+    wait_until(f"sacct to show job {job}, which ended while slurmdbd was away", recorded, 180,
+               lambda: cluster_state() + slurm("sdiag", check=False)[-1500:])
+    assert dbd_queue() == 0
+
+
+def test_deleting_the_site_cluster_leaves_the_sites_data():
+    # The site's database keeps the jobs; what this file added to its associations goes, so that
+    # a next run starts as this one did.
+    for what in (["user", "alice"], ["account", "physics"], ["qos", "short"]):
+        slurm("sacctmgr", "-i", "delete", *what)
+    helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
+    kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120)
+    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
+    # The directory and the database are the site's: untouched.
+    assert (HOME / "alice").is_dir()
