@@ -190,25 +190,39 @@ def alice_submits(known_hosts: Path, *args: str) -> str:
     return ssh("alice", "sbatch --parsable " + " ".join(args), known_hosts).stdout.strip()
 
 
-def test_slurmctlds_state_survives_a_new_pod(known_hosts):
-    """controller.persistence: the state is on a volume, so a new slurmctld pod restores the queue;
-    the running job never stopped (slurmd runs it) and completes."""
+def replace_slurmctld_under_jobs(known_hosts: Path, how, settled) -> None:
+    """A running job and one queued behind it, then `how()` replaces the slurmctld pod: the new
+    one restores both from the volume, and the running job, which slurmd kept running, completes."""
     running = alice_submits(known_hosts, "--qos=normal", "--time=3", "--wrap", "'sleep 40'")
     wait_until(f"job {running} running", lambda: job_state(running) == "RUNNING", 60, cluster_state)
     queued = alice_submits(known_hosts, "--qos=normal", "--time=3", f"--dependency=afterok:{running}",
                            "--wrap", "true")
     old = get("pod", "slurm-controller-0")["metadata"]["uid"]
-    kubectl("-n", NS, "delete", "pod", "slurm-controller-0", "--wait=true", timeout=120)
+    how()
 
     def restored():
         pod = get("pod", "slurm-controller-0")
-        return pod and pod["metadata"]["uid"] != old and \
+        return pod and pod["metadata"]["uid"] != old and settled(pod) and \
             (job_state(running), job_state(queued)) == ("RUNNING", "PENDING")
 
     wait_until("the new slurmctld to show both jobs as they were", restored, 180, cluster_state)
     wait_until(f"job {running} to complete", lambda: job_state(running) == "COMPLETED", 120, cluster_state)
     wait_until(f"job {queued} to run after it and complete", lambda: job_state(queued) == "COMPLETED", 120,
                cluster_state)
+
+
+def test_slurmctlds_state_survives_a_new_pod(known_hosts):
+    replace_slurmctld_under_jobs(
+        known_hosts, lambda: kubectl("-n", NS, "delete", "pod", "slurm-controller-0", "--wait=true", timeout=120),
+        lambda pod: True)
+
+
+def test_slurmctlds_state_survives_a_rolling_update_of_its_image(known_hosts):
+    image = "localhost/tightrope/slurmctld:26.05-b"
+    replace_slurmctld_under_jobs(
+        known_hosts, lambda: kubectl("-n", NS, "patch", "controller", RELEASE, "--type=merge", "-p",
+                                     json.dumps({"spec": {"slurmctld": {"image": image}}})),
+        lambda pod: pod["spec"]["containers"][0]["image"] == image)
 
 
 def slurmdbd_signal(sig: str) -> None:
@@ -242,7 +256,8 @@ def test_jobs_that_end_while_slurmdbd_is_away_are_recorded_after(known_hosts):
 
     wait_until(f"sacct to show job {job}, which ended while slurmdbd was away", recorded, 180,
                lambda: cluster_state() + slurm("sdiag", check=False)[-1500:])
-    assert dbd_queue() == 0
+    wait_until("slurmctld's queue for slurmdbd to drain", lambda: dbd_queue() == 0, 60,
+               lambda: slurm("sdiag", check=False))
 
 
 def test_deleting_the_site_cluster_leaves_the_sites_data():
