@@ -23,63 +23,15 @@ if "LDAP_URL" not in ENV:
                 pytrace=False)
 
 LOGINSET = f"{RELEASE}-login-slinky"
-DB_SECRET = "site-db"  # the password the site's DBA handed over
+DB_SECRET = "site-db"  # the password the site's DBA handed over, where site-values expect it
 HOME = Path(ENV["TESTBED_DIR"]) / "node" / "home"  # the site's shared /home
 KEYS = Path(ENV["LDAP_USER_KEYS"])
 
 
-def sssd_conf() -> str:
-    """A site's sssd.conf: users and their SSH keys from LDAP, only the group hpc may log in."""
-    return f"""[sssd]
-config_file_version = 2
-services = nss, pam, ssh
-domains = site
-
-[nss]
-filter_users = root, slurm
-filter_groups = root, slurm
-
-[pam]
-
-[ssh]
-
-[domain/site]
-id_provider = ldap
-auth_provider = none
-access_provider = simple
-simple_allow_groups = hpc
-ldap_uri = {ENV['LDAP_URL']}
-ldap_search_base = {ENV['LDAP_BASE_DN']}
-ldap_default_bind_dn = {ENV['LDAP_BIND_DN']}
-ldap_default_authtok = {ENV['LDAP_BIND_PASSWORD']}
-ldap_schema = rfc2307
-ldap_user_ssh_public_key = sshPublicKey
-ldap_id_use_start_tls = false
-cache_credentials = false
-"""
-
-
 def site_values(tmp: Path) -> Path:
-    home = {"name": "home", "hostPath": {"path": str(HOME), "type": "DirectoryOrCreate"}}
-    mount = {"name": "home", "mountPath": "/home"}
-    values = {
-        "controller": {
-            "persistence": {"enabled": True},  # the default StorageClass: the bed's local volumes
-            "inplaceReconfigure": False,
-            "extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-                         "AccountingStorageEnforce=associations,limits,qos\n",
-        },
-        "accounting": {
-            "enabled": True,
-            "storageConfig": {"host": ENV["SITE_DB_HOST"], "port": int(ENV["SITE_DB_PORT"]),
-                              "database": ENV["SITE_DB_NAME"], "username": ENV["SITE_DB_USER"],
-                              "passwordKeyRef": {"name": DB_SECRET, "key": "password"}},
-        },
-        "sssd": {"conf": sssd_conf()},
-        "loginsets": {"slinky": {"login": {"volumeMounts": [mount]}, "podSpec": {"volumes": [home]}}},
-        "nodesets": {"slinky": {"replicas": 1, "slurmd": {"volumeMounts": [mount]},
-                                "podSpec": {"volumes": [home]}}},
-    }
+    """The bed's own overlay (scripts/testbed site-values), with one worker."""
+    values = json.loads(run(str(REPO / "scripts/testbed"), "--name", ENV["TESTBED_NAME"], "site-values").stdout)
+    values["nodesets"]["slinky"]["replicas"] = 1
     path = tmp / "site.yaml"
     path.write_text(json.dumps(values))
     return path
