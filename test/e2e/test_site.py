@@ -86,8 +86,15 @@ def test_a_user_outside_the_allowed_group_is_refused(known_hosts):
     assert r.returncode == 255 and "uid=" not in r.stdout, (r.returncode, r.stdout, r.stderr)
 
 
+def forget_alice() -> None:
+    """What this file (or scripts/demo --with-site) adds to the site's associations goes."""
+    for what in (["user", "alice"], ["account", "physics"], ["qos", "short"]):
+        slurm("sacctmgr", "-i", "delete", *what, check=False)
+
+
 def test_a_job_runs_and_is_accounted_as_the_directory_user(known_hosts):
-    # No association yet: AccountingStorageEnforce refuses alice's job.
+    forget_alice()
+    # No association: AccountingStorageEnforce refuses alice's job.
     r = ssh("alice", "sbatch --parsable --wrap true", known_hosts, check=False)
     assert r.returncode != 0 and "Invalid account" in r.stderr, (r.stdout, r.stderr)
     for cmd in (["sacctmgr", "-i", "add", "qos", "short", "MaxWall=00:01:00", "Flags=DenyOnLimit"],
@@ -213,10 +220,7 @@ def test_jobs_that_end_while_slurmdbd_is_away_are_recorded_after(known_hosts):
 
 
 def test_deleting_the_site_cluster_leaves_the_sites_data():
-    # The site's database keeps the jobs; what this file added to its associations goes, so that
-    # a next run starts as this one did.
-    for what in (["user", "alice"], ["account", "physics"], ["qos", "short"]):
-        slurm("sacctmgr", "-i", "delete", *what)
+    forget_alice()  # the site's database keeps the jobs
     helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
     kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120)
     helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)

@@ -394,7 +394,9 @@ std::optional<std::string> build_cgroup_conf(const ControllerInputs& in) {
   if (brought_file(in, "cgroup.conf")) {
     return std::nullopt;
   }
-  std::string conf = "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n";
+  // Each slurmd picks cgroup/v1 or cgroup/v2 by what its node mounts: one cluster may span
+  // hosts of both kinds, and the operator cannot see a host's cgroup version.
+  std::string conf = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n";
   if (any_gpus(in)) {
     // A job sees only the GPUs it was given (where TaskPlugin=task/cgroup enforces it).
     conf += "ConstrainDevices=yes\n";

@@ -52,7 +52,7 @@ inline constexpr int64_t kMinMaxNodeCount = 1024;
 int64_t max_node_count(const ControllerInputs& in);
 
 std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in);
-// CgroupPlugin=cgroup/v2 + IgnoreSystemd=yes (+ ConstrainDevices=yes where a NodeSet asks for
+// CgroupPlugin=autodetect + IgnoreSystemd=yes (+ ConstrainDevices=yes where a NodeSet asks for
 // GPUs), unless a referenced ConfigMap provides one.
 std::optional<std::string> build_cgroup_conf(const ControllerInputs& in);
 

@@ -293,7 +293,7 @@ TEST(ControllerConfigMap, HoldsTheDefaultCgroupConfUnlessAConfigMapProvidesOne) 
   ControllerInputs in;
   const json data = build_controller_config_map(c, in)["data"];
   ASSERT_TRUE(data.contains("cgroup.conf"));
-  EXPECT_NE(data["cgroup.conf"].get<std::string>().find("CgroupPlugin=cgroup/v2"),
+  EXPECT_NE(data["cgroup.conf"].get<std::string>().find("CgroupPlugin=autodetect"),
             std::string::npos);
   c.spec.config_file_refs = {{"cgroup"}};
   in.config_maps["cgroup"] = {{"cgroup.conf", "CgroupPlugin=disabled\n"}};
