@@ -15,6 +15,7 @@
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/resources.hpp"
+#include "operator/ssh_keys.hpp"
 #include "slurm/hostlist.hpp"
 
 namespace tightrope::op {
@@ -177,6 +178,33 @@ std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& 
 
 }  // namespace
 
+std::optional<Readiness> NodeSetReconciler::ensure_ssh(const api::NodeSet& n) {
+  if (!n.spec.ssh.enabled) {
+    return std::nullopt;
+  }
+  const std::string& ns = n.metadata.namespace_name;
+  const SecretKey sssd =
+      read_secret_key(runtime_, ns, n.spec.ssh.sssd_conf_ref, "spec.ssh.sssdConfRef");
+  if (!sssd.problem.ready) {
+    return sssd.problem;
+  }
+  std::vector<json> objects;
+  // Made once: a worker whose host key changed looks like an attack to users' ssh.
+  const std::string keys_name = build::nodeset_host_keys_name(n);
+  if (auto keys = runtime_.secret_data(ns, keys_name); !keys) {
+    if (keys.error().kind != kube::ErrorKind::kNotFound) {
+      return Readiness{false, "SecretUnreadable", keys.error().message};
+    }
+    objects.push_back(build::build_nodeset_host_keys_secret(n, generate_ssh_host_keys()));
+    log::info("nodeset.host_keys_generated", {{"nodeset", kube::object_key(ns, n.metadata.name)}});
+  }
+  objects.push_back(build::build_nodeset_ssh_config_map(n));
+  if (auto applied = apply_all(runtime_, objects, nullptr, &applied_, &cache_); !applied) {
+    return Readiness{false, "ApplyFailed", applied.error()};
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
   const kube::ResourceType& type = resources::nodesets();
   const std::string key = request.key();
@@ -195,7 +223,10 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     return settled();
   }
   NodeSetWorld world = observe(*doc, std::move(*loaded), key);
-  world.compute_domain = ensure_compute_domain(runtime_, world.nodeset);
+  world.pods_wait_for = ensure_compute_domain(runtime_, world.nodeset);
+  if (!world.pods_wait_for) {
+    world.pods_wait_for = ensure_ssh(world.nodeset);
+  }
   const api::NodeSet& n = world.nodeset;
   const kube::ObjectReference self{type.api_version(), type.kind, n.metadata.namespace_name,
                                    n.metadata.name, n.metadata.uid};

@@ -82,6 +82,9 @@ class NodeSetReconciler : public ResourceReconciler {
   std::map<std::string, DecodedPods> decoded_;  // by NodeSet key
 
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
+  // spec.ssh: the host keys Secret (made once) and the sshd_config ConfigMap applied, the
+  // sssd.conf Secret there; why not when they are not.
+  std::optional<Readiness> ensure_ssh(const api::NodeSet& n);
   // Runs the actions, each chain in order and chains side by side (at most
   // kMaxConcurrentWrites at once): deletions and drains, then pod creations in slow-start
   // batches, then the chains that only mirror state; returns those that failed.

@@ -1191,9 +1191,9 @@ void Planner::create_missing() {
   const auto create_pod = [&](Result<json, std::string> pod, const std::string& name,
                               const std::string& claim_suffix) {
     ++creates;
-    if (world.compute_domain) {
-      // Without its claim template the pod could never start: it is not made yet.
-      plan.awaits_compute_domain = true;
+    if (world.pods_wait_for) {
+      // Without its claim template or its Secrets the pod could never start: not made yet.
+      plan.awaits_prerequisite = true;
       return;
     }
     if (!pod) {
@@ -1602,8 +1602,8 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
   } else if (!apply_problem.empty()) {
     readiness = {false, "ApplyFailed", apply_problem};
     next = retry();
-  } else if (plan.awaits_compute_domain && world.compute_domain) {
-    readiness = *world.compute_domain;
+  } else if (plan.awaits_prerequisite && world.pods_wait_for) {
+    readiness = *world.pods_wait_for;
     next = after(std::chrono::seconds(10));
   } else if (!create_problem.empty()) {
     readiness = {false, "CreateFailed", create_problem};

@@ -194,9 +194,10 @@ struct NodeSetWorld {
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
-  // Why the NodeSet's ComputeDomain cannot take pods yet (its CRD is not installed, its claim
-  // template not made); nullopt when it can or none is asked for. New pods wait for it.
-  std::optional<Readiness> compute_domain;
+  // Why new pods cannot be made yet: the NodeSet's ComputeDomain cannot take them (its CRD is
+  // not installed, its claim template not made), or spec.ssh's Secrets are not there; nullopt
+  // when nothing is missing. New pods wait; the rest of the plan goes on.
+  std::optional<Readiness> pods_wait_for;
   SlurmView slurm;
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
   std::vector<std::string> propagated_node_conditions;  // OperatorOptions
@@ -318,7 +319,7 @@ struct NodeSetPlan {
   std::string failing;                        // the first pod that cannot start, and how many more
   std::string unschedulable;                  // the first pod no Node can take, and how many more
   std::string unbuildable;                    // why a pod that is wanted cannot be built
-  bool awaits_compute_domain = false;         // pods are wanted, but their domain is not there
+  bool awaits_prerequisite = false;           // pods are wanted, but pods_wait_for says why not
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
   std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
   bool reservation_changed = false;           // look again soon: the window follows Slurm

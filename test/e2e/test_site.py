@@ -84,6 +84,9 @@ def test_a_directory_user_logs_in_over_ssh_and_runs_jobs_as_themselves(known_hos
 def test_a_user_outside_the_allowed_group_is_refused(known_hosts):
     r = ssh("bob", "id", known_hosts, check=False)
     assert r.returncode == 255 and "uid=" not in r.stdout, (r.returncode, r.stdout, r.stderr)
+    # His key was good: SSSD's access check (simple_allow_groups) said no, and sshd says so.
+    log = kubectl("-n", NS, "logs", login_pod(), "-c", "login").stdout
+    assert "Access denied for user bob by PAM account configuration" in log, log[-2000:]
 
 
 def forget_alice() -> None:
@@ -120,6 +123,28 @@ def test_a_job_runs_and_is_accounted_as_the_directory_user(known_hosts):
 
     wait_until(f"sacct to show job {job} as alice's", accounted, 60,
                lambda: slurm("sacct", "-X", "-j", job, check=False))
+
+
+def test_a_user_may_ssh_to_a_worker_only_while_their_job_runs_there(known_hosts):
+    """NodeSet spec.ssh: sshd in the slurmd container, users from the same SSSD, and
+    pam_slurm_adopt letting in only the owner of a job on that node. alice's key for it is one
+    she makes in her shared home, as users do."""
+    # A worker of an earlier cluster on this bed had other host keys.
+    ssh("alice", "ssh-keygen -R slinky-0 >/dev/null 2>&1; test -f ~/.ssh/id_ed25519 || "
+                 "{ ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519 && "
+                 "cat ~/.ssh/id_ed25519.pub >> ~/.ssh/authorized_keys; }", known_hosts)
+    to_worker = "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout=10 slinky-0 hostname"
+    refused = ssh("alice", to_worker, known_hosts, check=False)
+    assert refused.returncode == 255 and "slinky-0" not in refused.stdout, (refused.stdout, refused.stderr)
+    assert "Access denied by pam_slurm_adopt: you have no active jobs on this node" in refused.stderr, \
+        refused.stderr
+    job = alice_submits(known_hosts, "--qos=normal", "--time=2", "-w", "slinky-0", "--wrap", "'sleep 60'")
+    try:
+        wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+        let_in = ssh("alice", to_worker, known_hosts, check=False)
+        assert let_in.returncode == 0 and let_in.stdout.split() == ["slinky-0"], (let_in.stdout, let_in.stderr)
+    finally:
+        slurm("scancel", job)
 
 
 def test_the_database_password_is_never_shown():

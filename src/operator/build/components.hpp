@@ -53,6 +53,13 @@ struct LoginSetInputs {
 std::string loginset_name(const api::LoginSet& l);             // <cr> (Deployment and Service)
 std::string loginset_host_keys_name(const api::LoginSet& l);   // <cr>-ssh-host-keys
 std::string loginset_ssh_config_name(const api::LoginSet& l);  // <cr>-ssh-config
+// The host keys sshd_config names, under /etc/ssh: what generate_ssh_host_keys makes.
+inline const std::vector<std::string> kSshHostKeyFiles = {"ssh_host_rsa_key", "ssh_host_ecdsa_key",
+                                                          "ssh_host_ed25519_key"};
+// sshd_config of login pods and of NodeSet pods with spec.ssh: PAM (SSSD's account checks,
+// pam_slurm_adopt on workers), keys from ~/.ssh and from SSSD, then the CR's extraSshdConfig.
+std::string build_sshd_config(const std::string& kind, const api::ObjectMeta& owner,
+                              const std::string& extra);
 std::string build_sshd_config(const api::LoginSet& l);
 nlohmann::json build_loginset_host_keys_secret(const api::LoginSet& l, const LoginSetInputs& in);
 nlohmann::json build_loginset_ssh_config_map(const api::LoginSet& l);

@@ -29,7 +29,7 @@ json labels_of(const api::Controller& c) {
 // Keys whose values are comma lists: a user's extraConf adds to the operator's list.
 const std::set<std::string>& merged_keys() {
   static const std::set<std::string> keys = {"slurmctldparameters", "authinfo", "authaltparameters",
-                                             "grestypes"};
+                                             "grestypes", "prologflags"};
   return keys;
 }
 
@@ -326,6 +326,15 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   // Always, as Slinky does: a GPU NodeSet added later then needs no change of slurm.conf on
   // the login pods and slurmds that already run (srun refuses --gres=gpu without it).
   conf.set("GresTypes", with_extra("GresTypes", "gpu"));
+  // pam_slurm_adopt lets a user into a worker (NodeSet spec.ssh) by their job's extern step,
+  // which only Contain makes.
+  if (std::any_of(in.nodesets.begin(), in.nodesets.end(), [](const api::NodeSet& n) {
+        return !n.metadata.deleting && n.spec.ssh.enabled;
+      })) {
+    conf.set("PrologFlags", with_extra("PrologFlags", "Contain"));
+  } else if (merged.count("prologflags") != 0) {
+    conf.set("PrologFlags", merged.at("prologflags"));
+  }
   // Each job its own IMEX channel, where a NodeSet has a ComputeDomain; the administrator's
   // SwitchType wins.
   if (std::any_of(in.nodesets.begin(), in.nodesets.end(), [](const api::NodeSet& n) {

@@ -10,6 +10,7 @@
 #include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "operator/build/common.hpp"
+#include "operator/build/components.hpp"
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/gpus.hpp"
@@ -215,6 +216,81 @@ std::string daemon_pod_name(const api::NodeSet& n, const std::string& hostname) 
   return n.metadata.name + "-" + hostname;
 }
 
+std::string nodeset_host_keys_name(const api::NodeSet& n) {
+  return n.metadata.name + "-ssh-host-keys";
+}
+
+std::string nodeset_ssh_config_name(const api::NodeSet& n) {
+  return n.metadata.name + "-ssh-config";
+}
+
+json build_nodeset_host_keys_secret(const api::NodeSet& n,
+                                    const std::map<std::string, std::string>& keys) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"metadata", object_meta(nodeset_host_keys_name(n), n.metadata.namespace_name,
+                                   component_labels("slurmd", n.metadata.name, "worker"),
+                                   {"NodeSet", n.metadata.name, n.metadata.uid})},
+          {"type", "Opaque"},
+          {"immutable", true},
+          {"stringData", keys}};
+}
+
+json build_nodeset_ssh_config_map(const api::NodeSet& n) {
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "ConfigMap"},
+      {"metadata", object_meta(nodeset_ssh_config_name(n), n.metadata.namespace_name,
+                               component_labels("slurmd", n.metadata.name, "worker"),
+                               {"NodeSet", n.metadata.name, n.metadata.uid})},
+      {"data",
+       {{"sshd_config", build_sshd_config("NodeSet", n.metadata, n.spec.ssh.extra_sshd_config)}}}};
+}
+
+namespace {
+
+// spec.ssh: port 22, sshd_config, the host keys and sssd.conf in the slurmd container.
+void add_sshd(const api::NodeSet& n, json& container, json& volumes) {
+  json port = json::object();
+  port["name"] = "ssh";
+  port["containerPort"] = 22;
+  port["protocol"] = "TCP";
+  container["ports"].push_back(port);
+  const auto mount = [&](const char* volume, const std::string& path, const std::string& file) {
+    json m = json::object();
+    m["name"] = volume;
+    m["mountPath"] = path;
+    m["subPath"] = file;
+    m["readOnly"] = true;
+    container["volumeMounts"].push_back(m);
+  };
+  mount("ssh-config", "/etc/ssh/sshd_config", "sshd_config");
+  for (const auto& file : kSshHostKeyFiles) {
+    mount("ssh-host-keys", "/etc/ssh/" + file, file);
+  }
+  mount("sssd-conf", "/etc/sssd/sssd.conf", "sssd.conf");
+  json config = json::object();
+  config["name"] = "ssh-config";
+  config["configMap"]["name"] = nodeset_ssh_config_name(n);
+  json keys = json::object();
+  keys["name"] = "ssh-host-keys";
+  keys["secret"]["secretName"] = nodeset_host_keys_name(n);
+  keys["secret"]["defaultMode"] = 0600;
+  json item = json::object();
+  item["key"] = n.spec.ssh.sssd_conf_ref.key;
+  item["path"] = "sssd.conf";
+  json sssd = json::object();
+  sssd["name"] = "sssd-conf";
+  sssd["secret"]["secretName"] = n.spec.ssh.sssd_conf_ref.name;
+  sssd["secret"]["defaultMode"] = 0600;
+  sssd["secret"]["items"] = json::array({item});
+  volumes.push_back(config);
+  volumes.push_back(keys);
+  volumes.push_back(sssd);
+}
+
+}  // namespace
+
 Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
                                             const PodIdentity& identity,
                                             const std::string& pinned_node) {
@@ -296,6 +372,10 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   log_mount["name"] = "logfile";
   log_mount["mountPath"] = "/var/log/slurm";
   container["volumeMounts"] = json::array({mount, log_mount});
+  json ssh_volumes = json::array();
+  if (n.spec.ssh.enabled) {
+    add_sshd(n, container, ssh_volumes);
+  }
   container = merge_over(container, n.spec.slurmd);
 
   const std::string workers = worker_service_name(c);
@@ -325,6 +405,9 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   volume["projected"]["defaultMode"] = 0600;
   volume["projected"]["sources"] = json::array({key_source});
   base["volumes"] = json::array({volume, logfile_volume()});
+  for (const auto& v : ssh_volumes) {
+    base["volumes"].push_back(v);
+  }
   for (const auto& claim : n.spec.volume_claim_templates) {
     // Mounted where the user's template says (volumeMounts of the same name).
     const std::string claim_name = claim.value("/metadata/name"_json_pointer, std::string());

@@ -57,6 +57,15 @@ struct PodIdentity {
   std::string claim_suffix;  // what its claims' names end with ("" for the name's own suffix)
 };
 
+// spec.ssh: sshd in the slurmd container, SSSD for users, pam_slurm_adopt letting in only users
+// with a job on the node (the slurmd image starts them when the host keys are mounted). The
+// NodeSet's pods share its host keys, made once, and its sshd_config.
+std::string nodeset_host_keys_name(const api::NodeSet& n);   // <nodeset>-ssh-host-keys
+std::string nodeset_ssh_config_name(const api::NodeSet& n);  // <nodeset>-ssh-config
+nlohmann::json build_nodeset_host_keys_secret(const api::NodeSet& n,
+                                              const std::map<std::string, std::string>& keys);
+nlohmann::json build_nodeset_ssh_config_map(const api::NodeSet& n);
+
 // DaemonSet mode: the hostname of the pod on `node` (the Node's
 // nodeset.slinky.slurm.net/hostname-override annotation, else its name up to the first '.'),
 // and the pod's name, "<nodeset>-<hostname>" (one pod a node, so the name is known before it

@@ -150,6 +150,18 @@ TEST(SlurmConf, ExtraConfListKeysAreMergedIntoTheOperatorsLineNotDuplicated) {
             std::vector<std::string>{"jwt_key=/etc/slurm/jwt.key,disable_token_creation"});
 }
 
+TEST(SlurmConf, AWorkerWithSshMakesJobsContainedForPamSlurmAdopt) {
+  api::Controller c = controller();
+  ControllerInputs in;
+  in.nodesets = {nodeset("cpu")};
+  EXPECT_TRUE(values_of(build_slurm_conf(c, in), "PrologFlags").empty());
+  c.spec.extra_conf = "PrologFlags=X11\n";
+  EXPECT_EQ(values_of(build_slurm_conf(c, in), "PrologFlags"), std::vector<std::string>{"X11"});
+  in.nodesets[0].spec.ssh.enabled = true;
+  EXPECT_EQ(values_of(build_slurm_conf(c, in), "PrologFlags"),
+            std::vector<std::string>{"Contain,X11"});
+}
+
 TEST(SlurmConf, AUserMaxNodeCountReplacesTheOperatorsDefault) {
   api::Controller c = controller();
   EXPECT_EQ(values_of(build_slurm_conf(c, {}), "MaxNodeCount"), std::vector<std::string>{"1024"});

@@ -480,11 +480,11 @@ TEST(NodeSetPlan, ANodeSetThatWouldRegisterGpusItsPodsLackMakesNoPod) {
 
 TEST(NodeSetPlan, PodsWaitForTheirComputeDomainAndTheNodeSetSaysWhy) {
   Bed bed(2, 1);
-  bed.world.compute_domain =
+  bed.world.pods_wait_for =
       Readiness{false, "WaitingForComputeDomain", "ComputeDomain cpu-imex (status: NotReady)"};
   const NodeSetPlan plan = bed.plan();
   EXPECT_TRUE(all_of<CreatePod>(plan).empty());
-  EXPECT_TRUE(plan.awaits_compute_domain);
+  EXPECT_TRUE(plan.awaits_prerequisite);
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
   EXPECT_EQ(verdict.readiness.reason, "WaitingForComputeDomain");
   // The pod that runs is still looked after.

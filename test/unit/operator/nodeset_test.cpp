@@ -142,6 +142,54 @@ TEST(NodeSetPod, APinnedPodMayRunOnItsNodeOnly) {
   EXPECT_FALSE((*free)["spec"]["affinity"].contains("nodeAffinity"));
 }
 
+TEST(NodeSetPod, WithSshRunsSshdWithTheNodeSetsKeysAndTheSitesSssd) {
+  const api::NodeSet plain = nodeset();
+  auto without = build::build_nodeset_pod(plain, {controller()}, 0);
+  ASSERT_TRUE(without) << without.error();
+  EXPECT_EQ((*without)["spec"]["containers"][0]["ports"].size(), 1u);  // slurmd only
+
+  const api::NodeSet n = nodeset(R"(  ssh:
+    enabled: true
+    extraSshdConfig: "MaxSessions 4"
+    sssdConfRef: {name: site-sssd, key: sssd.conf}
+)");
+  auto pod = build::build_nodeset_pod(n, {controller()}, 0);
+  ASSERT_TRUE(pod) << pod.error();
+  const json& c = (*pod)["spec"]["containers"][0];
+  EXPECT_EQ(c["ports"][1], json::parse(R"({"name":"ssh","containerPort":22,"protocol":"TCP"})"));
+  std::map<std::string, json> mounts;
+  for (const auto& m : c["volumeMounts"]) {
+    mounts[m["mountPath"]] = m;
+  }
+  EXPECT_EQ(mounts.at("/etc/ssh/sshd_config")["name"], "ssh-config");
+  EXPECT_EQ(mounts.at("/etc/sssd/sssd.conf")["name"], "sssd-conf");
+  // The entrypoint starts sshd when this key is there.
+  EXPECT_EQ(mounts.at("/etc/ssh/ssh_host_ed25519_key")["subPath"], "ssh_host_ed25519_key");
+  std::map<std::string, json> volumes;
+  for (const auto& v : (*pod)["spec"]["volumes"]) {
+    volumes[v["name"]] = v;
+  }
+  EXPECT_EQ(volumes.at("ssh-host-keys")["secret"]["secretName"], "cpu-ssh-host-keys");
+  EXPECT_EQ(volumes.at("ssh-config")["configMap"]["name"], "cpu-ssh-config");
+  EXPECT_EQ(volumes.at("sssd-conf")["secret"]["secretName"], "site-sssd");
+  EXPECT_EQ(volumes.at("sssd-conf")["secret"]["defaultMode"], 0600);  // sssd refuses others
+
+  const json config = build::build_nodeset_ssh_config_map(n);
+  const std::string sshd = config["data"]["sshd_config"];
+  EXPECT_NE(sshd.find("from NodeSet hpc/cpu."), std::string::npos) << sshd;
+  EXPECT_NE(sshd.find("UsePAM yes\n"), std::string::npos) << sshd;  // pam_slurm_adopt
+  EXPECT_NE(sshd.find("AuthorizedKeysCommand /usr/bin/sss_ssh_authorizedkeys\n"),
+            std::string::npos);
+  EXPECT_TRUE(sshd.ends_with("# extraSshdConfig\nMaxSessions 4\n")) << sshd;
+  const json secret = build::build_nodeset_host_keys_secret(n, {{"ssh_host_rsa_key", "k"}});
+  EXPECT_EQ(secret["metadata"]["name"], "cpu-ssh-host-keys");
+  EXPECT_TRUE(secret["immutable"].get<bool>());
+  EXPECT_EQ(secret["metadata"]["ownerReferences"][0]["uid"], "n-uid");
+  // Turning ssh on is a new revision: the workers roll, each after its jobs.
+  EXPECT_NE(build::nodeset_revision_name(n, {controller()}),
+            build::nodeset_revision_name(plain, {controller()}));
+}
+
 TEST(NodeSetPod, UsersTemplateMergesButIdentityWins) {
   const api::Controller c = controller();
   const api::NodeSet n = nodeset(R"(  template:
