@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import (ENV, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm, install_operator,
-                     job_state, kubectl, login_pod, node_states, run, slurm, wait_until)
+                     job_state, kubectl, login_pod, node_states, run, slurm, submit, wait_until)
 
 if "LDAP_URL" not in ENV:
     pytest.fail(f"bed {ENV.get('TESTBED_NAME')} has no site: scripts/testbed up --with-node --with-site",
@@ -244,10 +244,51 @@ def test_jobs_that_end_while_slurmdbd_is_away_are_recorded_after(known_hosts):
                lambda: slurm("sdiag", check=False))
 
 
-def test_deleting_the_site_cluster_leaves_the_sites_data():
-    forget_alice()  # the site's database keeps the jobs
+def uninstall_cluster() -> None:
     helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
     kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120)
-    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
+
+
+def test_deleting_the_site_cluster_leaves_the_sites_data():
+    forget_alice()  # the site's database keeps the jobs
+    uninstall_cluster()
     # The directory and the database are the site's: untouched.
     assert (HOME / "alice").is_dir()
+    assert not get("statefulset", "slurm-accounting")
+
+
+def test_an_external_slurmdbd_keeps_the_clusters_records(tmp_path):
+    """accounting.external: no slurmdbd pod; slurmctld reports to the site's slurmdbd (the bed's
+    site-slurmdbd, which runs as the images' SlurmUser uid and trusts the bed's slurm.key)."""
+    kubectl("-n", NS, "create", "secret", "generic", "site-slurm-key",
+            f"--from-file=slurm.key={ENV['SLURM_KEY']}", check=False)
+    values = json.loads(site_values(tmp_path).read_text())
+    values["accounting"] = {"enabled": True, "external": True,
+                            "externalConfig": {"host": ENV["SITE_SLURMDBD_HOST"],
+                                               "port": int(ENV["SITE_SLURMDBD_PORT"])}}
+    values["slurmKey"] = {"secretRef": {"name": "site-slurm-key", "key": "slurm.key"}}
+    path = tmp_path / "external.yaml"
+    path.write_text(json.dumps(values))
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(path), timeout=120)
+    try:
+        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
+                   cluster_state, period=5)
+        assert not get("statefulset", "slurm-accounting")
+        wait_until("the cluster registered with the site's slurmdbd", lambda: "slurm_slurm" in slurm(
+            "sacctmgr", "-n", "-P", "show", "cluster", "format=cluster", check=False).split(), 60, cluster_state)
+        job = submit("--wrap", "true")  # as root, whose association every cluster gets
+        wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60, cluster_state)
+
+        def recorded():
+            out = slurm("sacct", "-X", "-n", "-P", "-j", job, "-o", "JobID,User,State,Cluster", check=False)
+            return out.strip() == f"{job}|root|COMPLETED|slurm_slurm" or None
+
+        wait_until(f"the site's slurmdbd to show job {job}", recorded, 60,
+                   lambda: slurm("sacct", "-X", "-j", job, check=False))
+    finally:
+        uninstall_cluster()
+
+
+def test_the_operator_uninstalls():
+    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=150)
