@@ -272,7 +272,7 @@ std::string build_sshd_config(const std::string& kind, const api::ObjectMeta& ow
                      ".\n"
                      "Include /etc/ssh/sshd_config.d/*.conf\n";
   for (const auto& file : kSshHostKeyFiles) {
-    text += "HostKey /etc/ssh/" + file + "\n";
+    text.append("HostKey /etc/ssh/").append(file).append("\n");
   }
   text +=
       "UsePAM yes\n"

@@ -2,10 +2,12 @@
 // Controller, Secrets and existing keys, pass them in, and apply what comes out.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/types.hpp"
@@ -54,8 +56,8 @@ std::string loginset_name(const api::LoginSet& l);             // <cr> (Deployme
 std::string loginset_host_keys_name(const api::LoginSet& l);   // <cr>-ssh-host-keys
 std::string loginset_ssh_config_name(const api::LoginSet& l);  // <cr>-ssh-config
 // The host keys sshd_config names, under /etc/ssh: what generate_ssh_host_keys makes.
-inline const std::vector<std::string> kSshHostKeyFiles = {"ssh_host_rsa_key", "ssh_host_ecdsa_key",
-                                                          "ssh_host_ed25519_key"};
+inline constexpr std::array<std::string_view, 3> kSshHostKeyFiles = {
+    "ssh_host_rsa_key", "ssh_host_ecdsa_key", "ssh_host_ed25519_key"};
 // sshd_config of login pods and of NodeSet pods with spec.ssh: PAM (SSSD's account checks,
 // pam_slurm_adopt on workers), keys from ~/.ssh and from SSSD, then the CR's extraSshdConfig.
 std::string build_sshd_config(const std::string& kind, const api::ObjectMeta& owner,

@@ -266,7 +266,7 @@ void add_sshd(const api::NodeSet& n, json& container, json& volumes) {
   };
   mount("ssh-config", "/etc/ssh/sshd_config", "sshd_config");
   for (const auto& file : kSshHostKeyFiles) {
-    mount("ssh-host-keys", "/etc/ssh/" + file, file);
+    mount("ssh-host-keys", "/etc/ssh/" + std::string(file), std::string(file));
   }
   mount("sssd-conf", "/etc/sssd/sssd.conf", "sssd.conf");
   json config = json::object();
