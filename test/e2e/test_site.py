@@ -54,6 +54,9 @@ def known_hosts(tmp_path_factory) -> Path:
 
 def test_operator_installs_with_helm():
     install_operator()
+    # A cluster an earlier file left behind when it failed would be upgraded, not replaced.
+    helm("uninstall", RELEASE, "-n", NS, "--ignore-not-found", "--wait", "--timeout", "180s", timeout=200)
+    kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120, check=False)
 
 
 def test_a_site_cluster_comes_up_on_the_sites_database_and_directory(tmp_path):
