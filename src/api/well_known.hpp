@@ -44,6 +44,10 @@ inline constexpr std::string_view kAnnotationSshdConfHash = "slinky.slurm.net/ss
 inline constexpr std::string_view kAnnotationSssdConfHash = "slinky.slurm.net/sssd-conf-hash";
 inline constexpr std::string_view kAnnotationSshHostKeysHash =
     "slinky.slurm.net/ssh-host-keys-hash";
+// Tightrope's own, on the Controller's "<cr>-config" ConfigMap: the slurm-config-hash that a
+// slurmctld pod template carries when its pods mount this content.
+inline constexpr std::string_view kAnnotationControllerConfigHash =
+    "tightrope.slurm.net/config-hash";
 // The container `kubectl logs` and `kubectl exec` pick when none is named.
 inline constexpr std::string_view kAnnotationDefaultContainer =
     "kubectl.kubernetes.io/default-container";

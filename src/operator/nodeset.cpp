@@ -205,6 +205,29 @@ std::optional<Readiness> NodeSetReconciler::ensure_ssh(const api::NodeSet& n) {
   return std::nullopt;
 }
 
+std::optional<Readiness> NodeSetReconciler::slurmctld_has_loaded(const api::NodeSet& n,
+                                                                 const api::Controller& c) {
+  if (c.spec.external) {
+    return std::nullopt;  // a slurmctld elsewhere: its administrator reconfigures it
+  }
+  const std::string& ns = n.metadata.namespace_name;
+  // Both memoized by resourceVersion: at rest, no request.
+  auto config_map =
+      runtime_.object(kube::resources::config_maps(), ns, build::controller_config_map_name(c));
+  auto statefulset =
+      runtime_.object(kube::resources::stateful_sets(), ns, build::controller_statefulset_name(c));
+  for (const auto* read : {&config_map, &statefulset}) {
+    if (!*read) {
+      return Readiness{false, "WaitingForSlurmctld",
+                       "slurmctld's configuration cannot be read yet: " + read->error().message};
+    }
+  }
+  if (auto lacking = build::slurmctld_lacks_nodeset(n, *config_map, *statefulset)) {
+    return Readiness{false, "WaitingForSlurmctld", *lacking};
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
   const kube::ResourceType& type = resources::nodesets();
   const std::string key = request.key();
@@ -226,6 +249,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   world.pods_wait_for = ensure_compute_domain(runtime_, world.nodeset);
   if (!world.pods_wait_for) {
     world.pods_wait_for = ensure_ssh(world.nodeset);
+  }
+  if (!world.pods_wait_for && world.controller) {
+    world.pods_wait_for = slurmctld_has_loaded(world.nodeset, *world.controller);
   }
   const api::NodeSet& n = world.nodeset;
   const kube::ObjectReference self{type.api_version(), type.kind, n.metadata.namespace_name,

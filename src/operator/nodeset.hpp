@@ -85,6 +85,9 @@ class NodeSetReconciler : public ResourceReconciler {
   // spec.ssh: the host keys Secret (made once) and the sshd_config ConfigMap applied, the
   // sssd.conf Secret there; why not when they are not.
   std::optional<Readiness> ensure_ssh(const api::NodeSet& n);
+  // Why new pods must wait for slurmctld to run a configuration with the NodeSet in it
+  // (build::slurmctld_lacks_nodeset); nullopt when it does, or when slurmctld is external.
+  std::optional<Readiness> slurmctld_has_loaded(const api::NodeSet& n, const api::Controller& c);
   // Runs the actions, each chain in order and chains side by side (at most
   // kMaxConcurrentWrites at once): deletions and drains, then pod creations in slow-start
   // batches, then the chains that only mirror state; returns those that failed.

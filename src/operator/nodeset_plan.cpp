@@ -370,6 +370,13 @@ bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
 
+bool stale_registration_drain(const slurm::Node& node) {
+  // slurmctld's own words (node_mgr.c) for a slurmd that fetched a gres.conf older than the
+  // node's Gres= (a NodeSet whose pod started before slurmctld loaded its lines).
+  return node.drain() && !node.has("INVALID_REG") && node.reason.starts_with("gres/") &&
+         node.reason.find(" count reported lower than configured") != std::string::npos;
+}
+
 std::optional<std::set<std::string>> nodesets_touched(const std::vector<NodeSetFeature>& nodesets,
                                                       const std::vector<slurm::Node>& changed) {
   std::set<std::string> out;
@@ -1354,6 +1361,11 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
           {{false, "NodeUncordon",
             "Undrained " + w.hostname + " (pod " + w.name +
                 "): the operator's drain no longer applies"}});
+    } else if (stale_registration_drain(node)) {
+      add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
+          {{false, "SlurmNodeReregistered",
+            "Undrained " + w.hostname + " (pod " + w.name + "): slurmctld drained it for \"" +
+                node.reason + "\", and it has since registered as configured"}});
     } else if (node.has("DOWN") && !node.has("NOT_RESPONDING") && operator_reason(node.reason) &&
                w.ready) {
       // Down from a previous pod's preStop; this pod's slurmd runs.

@@ -139,6 +139,9 @@ std::vector<std::string> node_features(const std::string& spec,
                                        const std::vector<std::string>& current);
 // True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
 bool operator_reason(const std::string& reason);
+// A drain slurmctld set when the node registered fewer GRES than its Gres= (its slurmd had an
+// older gres.conf), which a later registration has since answered: the node may be undrained.
+bool stale_registration_drain(const slurm::Node& node);
 
 // ScheduledUpdate: outdated pods are replaced inside a Slurm maintenance reservation named
 // SlurmOperatorMaint-<nodeset>, which exists while an update is pending.

@@ -364,12 +364,15 @@ void Operator::wire() {
     nodesets->watch_mapped<Document>(controller_inf, [nodesets_of](const Document& c) {
       return nodesets_of(c.meta.namespace_name, c.meta.name);
     });
-    // The Controller's generated files changed (topology.yaml's blocks): its NodeSets follow.
-    nodesets->watch_mapped<MetaOnly>(config_maps, [nodesets_of](const MetaOnly& cm) {
-      const std::string controller = owning(cm.meta, "Controller");
+    // The Controller's generated files changed (topology.yaml's blocks), or its slurmctld rolled
+    // to them (new pods wait for that): its NodeSets follow.
+    const auto of_owning_controller = [nodesets_of](const MetaOnly& o) {
+      const std::string controller = owning(o.meta, "Controller");
       return controller.empty() ? std::vector<Request>{}
-                                : nodesets_of(cm.meta.namespace_name, controller);
-    });
+                                : nodesets_of(o.meta.namespace_name, controller);
+    };
+    nodesets->watch_mapped<MetaOnly>(config_maps, of_owning_controller);
+    nodesets->watch_mapped<MetaOnly>(stateful_sets, of_owning_controller);
 
     tokens->watch_primary(token_inf);
     tokens->watch_owned(secrets, "Token");

@@ -75,9 +75,8 @@ kube::Result<Done> Runtime::remove_owned(const kube::ResourceType& type, const s
   return Done{};
 }
 
-kube::Result<std::map<std::string, std::string>> Runtime::read_data(const kube::ResourceType& type,
-                                                                    const std::string& ns,
-                                                                    const std::string& name) {
+kube::Result<json> Runtime::object(const kube::ResourceType& type, const std::string& ns,
+                                   const std::string& name) {
   const std::string memo_key = type.resource + "/" + ns + "/" + name;
   std::optional<std::string> cached_version;
   if (cache_ != nullptr) {
@@ -87,10 +86,23 @@ kube::Result<std::map<std::string, std::string>> Runtime::read_data(const kube::
     std::lock_guard lock(reads_mu_);
     const auto it = reads_.find(memo_key);
     if (it != reads_.end() && it->second.resource_version == *cached_version) {
-      return it->second.data;
+      return it->second.object;
     }
   }
   auto object = kube_.get(type, ns, name);
+  if (!object) {
+    return fail(object.error());
+  }
+  std::lock_guard lock(reads_mu_);
+  reads_[memo_key] = {object->value("/metadata/resourceVersion"_json_pointer, std::string()),
+                      *object};
+  return std::move(*object);
+}
+
+kube::Result<std::map<std::string, std::string>> Runtime::read_data(const kube::ResourceType& type,
+                                                                    const std::string& ns,
+                                                                    const std::string& name) {
+  auto object = this->object(type, ns, name);
   if (!object) {
     return fail(object.error());
   }
@@ -107,8 +119,6 @@ kube::Result<std::map<std::string, std::string>> Runtime::read_data(const kube::
       out[key] = *bytes;
     }
   }
-  std::lock_guard lock(reads_mu_);
-  reads_[memo_key] = {object->value("/metadata/resourceVersion"_json_pointer, std::string()), out};
   return out;
 }
 

@@ -72,6 +72,10 @@ class Runtime {
                                                                const std::string& name);
   kube::Result<std::map<std::string, std::string>> config_map_data(const std::string& ns,
                                                                    const std::string& name);
+  // The whole object, read again only when the cache shows another resourceVersion (the type
+  // must be cached, by identity at least, or every call is a GET); kNotFound when absent.
+  kube::Result<nlohmann::json> object(const kube::ResourceType& type, const std::string& ns,
+                                      const std::string& name);
   // Whether the API server serves `kind` in `api_version` (a CRD that may not be installed).
   // With ask = false, the last answer (false if never asked), and no request.
   bool serves(const std::string& api_version, const std::string& kind, bool ask = true);
@@ -100,11 +104,11 @@ class Runtime {
   std::mutex serves_mu_;
   std::map<std::string, std::pair<bool, std::chrono::steady_clock::time_point>> serves_;
   const ResourceCache* cache_ = nullptr;
-  // Secret and ConfigMap data as last read, with its resourceVersion: read again only when the
-  // cache shows another one.
+  // Objects as last read, with their resourceVersion: read again only when the cache shows
+  // another one.
   struct Read {
     std::string resource_version;
-    std::map<std::string, std::string> data;
+    nlohmann::json object;
   };
   std::mutex reads_mu_;
   std::map<std::string, Read> reads_;  // by "<resource>/<namespace>/<name>"

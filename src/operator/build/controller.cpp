@@ -106,6 +106,13 @@ bool any_gpus(const ControllerInputs& in) {
   });
 }
 
+// A GPU NodeSet's first gres.conf line: what it asks for, so that a NodeSet can tell whether the
+// gres.conf slurmctld loaded has its current request.
+std::string gres_conf_heading(const api::NodeSet& n, const GpuRequest& gpus) {
+  return "# NodeSet " + n.metadata.name + ": " +
+         (gpus.wants_gpus() ? gpus.item : std::string("what autodetection finds"));
+}
+
 // Whether a referenced ConfigMap brings this file, which the operator then does not write.
 bool brought_file(const ControllerInputs& in, const std::string& file) {
   return std::any_of(in.config_maps.begin(), in.config_maps.end(),
@@ -429,8 +436,7 @@ std::optional<std::string> build_gres_conf(const api::Controller& c, const Contr
     if (!gpus || !gpus->in_gres_conf()) {
       continue;
     }
-    conf += "# NodeSet " + n->metadata.name + ": " +
-            (gpus->wants_gpus() ? gpus->item : std::string("what autodetection finds")) + "\n";
+    conf += gres_conf_heading(*n, *gpus) + "\n";
     if (n->spec.scaling_mode == "DaemonSet") {
       // Its nodes are named after Kubernetes Nodes, which come and go: their lines belong in
       // a gres.conf of the administrator's (spec.configFileRefs).
@@ -452,7 +458,9 @@ std::optional<std::string> build_gres_conf(const api::Controller& c, const Contr
   return conf;
 }
 
-json build_controller_config_map(const api::Controller& c, const ControllerInputs& in) {
+namespace {
+
+json controller_config_data(const api::Controller& c, const ControllerInputs& in) {
   json data = {{"slurm.conf", build_slurm_conf(c, in)}};
   if (auto cgroup = build_cgroup_conf(in)) {
     data["cgroup.conf"] = *cgroup;
@@ -463,15 +471,23 @@ json build_controller_config_map(const api::Controller& c, const ControllerInput
   if (auto topology = build_topology_yaml(c, in)) {
     data[std::string(kTopologyFile)] = *topology;
   }
+  return data;
+}
+
+}  // namespace
+
+json build_controller_config_map(const api::Controller& c, const ControllerInputs& in) {
+  json meta = object_meta(controller_config_map_name(c), c.metadata.namespace_name, labels_of(c),
+                          owner_of(c));
+  meta["annotations"] = {{api::kAnnotationControllerConfigHash, controller_config_hash(c, in)}};
   return {{"apiVersion", "v1"},
           {"kind", "ConfigMap"},
-          {"metadata", object_meta(controller_config_map_name(c), c.metadata.namespace_name,
-                                   labels_of(c), owner_of(c))},
-          {"data", data}};
+          {"metadata", meta},
+          {"data", controller_config_data(c, in)}};
 }
 
 std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in) {
-  std::string all = build_controller_config_map(c, in)["data"].dump();
+  std::string all = controller_config_data(c, in).dump();
   const auto add_refs = [&](const std::vector<api::LocalRef>& refs) {
     for (const auto& ref : refs) {
       if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
@@ -491,6 +507,71 @@ std::string controller_config_hash(const api::Controller& c, const ControllerInp
   add_refs(c.spec.prolog_slurmctld_script_refs);
   add_refs(c.spec.epilog_slurmctld_script_refs);
   return sha256_hex(all);
+}
+
+std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const json& config_map,
+                                                   const json& statefulset) {
+  const std::string map_name = config_map.value("/metadata/name"_json_pointer, std::string());
+  const auto has_line = [](const std::string& text, const std::string& line, bool whole) {
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find('\n', at), text.size());
+      const std::string_view got(text.data() + at, end - at);
+      if (whole ? got == line
+                : got.starts_with(line) && (got.size() == line.size() || got[line.size()] == ' ')) {
+        return true;
+      }
+      at = end + 1;
+    }
+    return false;
+  };
+  const std::string slurm_conf =
+      config_map.value("/data/slurm.conf"_json_pointer, std::string());
+  if (!has_line(slurm_conf, "NodeSet=" + n.slurm_name(), false)) {
+    return "ConfigMap " + map_name + " has no NodeSet=" + n.slurm_name() +
+           " line yet (the Controller has not written this NodeSet into slurm.conf)";
+  }
+  const auto gpus = nodeset_gpus(n);
+  // Absent when a configFileRefs ConfigMap brings gres.conf: the administrator's lines.
+  const std::string gres_conf = config_map.value("/data/gres.conf"_json_pointer, std::string());
+  if (gpus && gpus->in_gres_conf() && n.spec.scaling_mode != "DaemonSet" && !gres_conf.empty()) {
+    const std::string heading = gres_conf_heading(n, *gpus);
+    if (!has_line(gres_conf, heading, true)) {
+      return "ConfigMap " + map_name + "'s gres.conf does not yet have \"" + heading + "\"";
+    }
+  }
+  const std::string set_name = statefulset.value("/metadata/name"_json_pointer, std::string());
+  const auto annotation = [](const json& meta, std::string_view key) {
+    const json annotations = meta.is_object() ? meta.value("annotations", json::object()) : json();
+    const auto it = annotations.is_object() ? annotations.find(std::string(key)) : annotations.end();
+    return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string want =
+      annotation(config_map.value("metadata", json::object()), api::kAnnotationControllerConfigHash);
+  const std::string mounted =
+      annotation(statefulset.value("/spec/template/metadata"_json_pointer, json::object()),
+                 api::kAnnotationSlurmConfigHash);
+  if (!mounted.empty() && mounted != want) {
+    return "StatefulSet " + set_name + "'s pod template is not yet at ConfigMap " + map_name +
+           "'s content (" + std::string(api::kAnnotationSlurmConfigHash) + " " + mounted.substr(0, 12) +
+           ", the ConfigMap's " + want.substr(0, 12) + ")";
+  }
+  const auto number = [&](const char* pointer) {
+    return statefulset.value(json::json_pointer(pointer), int64_t{0});
+  };
+  if (number("/status/observedGeneration") < number("/metadata/generation")) {
+    return "StatefulSet " + set_name + "'s controller has not yet seen its new pod template";
+  }
+  const int64_t replicas = statefulset.value("/spec/replicas"_json_pointer, int64_t{1});
+  const int64_t updated = number("/status/updatedReplicas");
+  const int64_t ready = number("/status/readyReplicas");
+  // A backup that cannot be scheduled (HA on one Node) must not hold the workers back: all pods
+  // at the new template, one of them Ready.
+  if (updated < replicas || ready < 1) {
+    return "slurmctld is starting with the new configuration: " + std::to_string(updated) +
+           " of " + std::to_string(replicas) + " pods of StatefulSet " + set_name +
+           " at the new template, " + std::to_string(ready) + " Ready";
+  }
+  return std::nullopt;
 }
 
 json build_controller_statefulset(const api::Controller& c, const ControllerInputs& in) {

@@ -67,6 +67,18 @@ nlohmann::json build_controller_config_map(const api::Controller& c, const Contr
 // referenced ConfigMap's data.
 std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in);
 
+// Why the NodeSet's new pods must wait for slurmctld, or nullopt: a slurmd that registers before
+// slurmctld runs a configuration with the NodeSet in it fetches the old files and is drained for
+// good ("gres/gpu count reported lower than configured (0 < 4)"). The configuration has it when
+// the Controller's ConfigMap has the NodeSet's NodeSet= line (and, for GPUs, its gres.conf
+// heading with the current request), the StatefulSet's pod template carries the ConfigMap's
+// hash, and the StatefulSet's pods are all at that template with one of them Ready. With
+// inplaceReconfigure the template carries no hash: its sidecar reconfigures slurmctld within
+// seconds of the kubelet updating the files, which this cannot see.
+std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n,
+                                                   const nlohmann::json& config_map,
+                                                   const nlohmann::json& statefulset);
+
 nlohmann::json build_controller_statefulset(const api::Controller& c, const ControllerInputs& in);
 nlohmann::json build_controller_headless_service(const api::Controller& c);
 nlohmann::json build_controller_service(const api::Controller& c);

@@ -19,6 +19,7 @@ namespace tightrope::op {
 namespace {
 
 using api::testing::decoded;
+using nlohmann::json;
 
 api::NodeSet nodeset(const std::string& extra_yaml, const std::string& annotations = "") {
   return decoded(api::decode_nodeset(
@@ -260,6 +261,102 @@ TEST(GpuNodes, HostlistCoversEveryOrdinalSlurmAccepts) {
   EXPECT_EQ(build::nodeset_hostlist(
                 nodeset("  ordinalPadding: 3\n  template:\n    spec: {hostname: dgx}\n"), 2048),
             "dgx[000-2047]");
+}
+
+// ---- new pods wait until slurmctld runs a configuration with their NodeSet.
+
+struct Rolled {
+  json config_map;
+  json statefulset;
+};
+
+// The Controller's ConfigMap and StatefulSet as the operator writes them for these NodeSets,
+// with the StatefulSet's pods all at its template and Ready.
+Rolled rolled_out(const std::vector<api::NodeSet>& nodesets) {
+  const api::Controller c = testing::controller();
+  build::ControllerInputs in;
+  in.nodesets = nodesets;
+  Rolled r{build::build_controller_config_map(c, in), build::build_controller_statefulset(c, in)};
+  r.statefulset["metadata"]["generation"] = 2;
+  r.statefulset["status"] = {
+      {"observedGeneration", 2}, {"replicas", 1}, {"updatedReplicas", 1}, {"readyReplicas", 1}};
+  return r;
+}
+
+TEST(SlurmctldLoaded, ANodeSetInTheRunningConfigurationMayStartPods) {
+  const api::NodeSet n = nodeset(kLimit4);
+  const Rolled r = rolled_out({n});
+  EXPECT_EQ(build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset), std::nullopt);
+}
+
+TEST(SlurmctldLoaded, ANodeSetTheControllerHasNotWrittenWaits) {
+  const api::NodeSet n = nodeset(kLimit4);
+  const Rolled r = rolled_out({});
+  const auto why = build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("no NodeSet=gpu line"), std::string::npos) << *why;
+}
+
+TEST(SlurmctldLoaded, AGpuRequestNotYetInGresConfWaits) {
+  // The ConfigMap was written for 4 GPUs; the NodeSet now asks for 8.
+  const Rolled r = rolled_out({nodeset(kLimit4)});
+  const api::NodeSet eight =
+      nodeset("  slurmd:\n    resources:\n      limits:\n        nvidia.com/gpu: 8\n");
+  const auto why = build::slurmctld_lacks_nodeset(eight, r.config_map, r.statefulset);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("gres.conf does not yet have \"# NodeSet gpu: gpu:8\""), std::string::npos)
+      << *why;
+}
+
+TEST(SlurmctldLoaded, WaitsWhileSlurmctldRollsToTheNewConfiguration) {
+  const api::NodeSet n = nodeset(kLimit4);
+  Rolled r = rolled_out({n});
+  // The ConfigMap is new, the StatefulSet not yet written.
+  const Rolled before = rolled_out({});
+  auto why = build::slurmctld_lacks_nodeset(n, r.config_map, before.statefulset);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("pod template is not yet at ConfigMap slurm-config's content"),
+            std::string::npos)
+      << *why;
+  // Written, not yet seen by the StatefulSet controller.
+  r.statefulset["metadata"]["generation"] = 3;
+  why = build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("has not yet seen its new pod template"), std::string::npos) << *why;
+  // Seen: the old pod goes, the new one starts.
+  r.statefulset["status"] = {
+      {"observedGeneration", 3}, {"replicas", 1}, {"updatedReplicas", 0}, {"readyReplicas", 1}};
+  why = build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("0 of 1 pods of StatefulSet slurm-controller at the new template, 1 Ready"),
+            std::string::npos)
+      << *why;
+  r.statefulset["status"]["updatedReplicas"] = 1;
+  r.statefulset["status"]["readyReplicas"] = 0;
+  EXPECT_TRUE(build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset));
+  r.statefulset["status"]["readyReplicas"] = 1;
+  EXPECT_EQ(build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset), std::nullopt);
+}
+
+TEST(SlurmctldLoaded, AnUnschedulableBackupDoesNotHoldTheWorkersBack) {
+  const api::NodeSet n = nodeset(kLimit4);
+  Rolled r = rolled_out({n});
+  r.statefulset["spec"]["replicas"] = 2;
+  r.statefulset["status"] = {
+      {"observedGeneration", 2}, {"replicas", 2}, {"updatedReplicas", 2}, {"readyReplicas", 1}};
+  EXPECT_EQ(build::slurmctld_lacks_nodeset(n, r.config_map, r.statefulset), std::nullopt);
+}
+
+TEST(SlurmctldLoaded, InPlaceReconfigureHasNoHashToCompare) {
+  api::Controller c = testing::controller();
+  c.spec.inplace_reconfigure = true;
+  const api::NodeSet n = nodeset(kLimit4);
+  build::ControllerInputs in;
+  in.nodesets = {n};
+  json sts = build::build_controller_statefulset(c, in);
+  sts["status"] = {{"updatedReplicas", 1}, {"readyReplicas", 1}};
+  EXPECT_EQ(build::slurmctld_lacks_nodeset(n, build::build_controller_config_map(c, in), sts),
+            std::nullopt);
 }
 
 }  // namespace

@@ -382,6 +382,23 @@ TEST(NodeSetPlan, AnAdministratorsDrainIsNeverUndone) {
   EXPECT_TRUE(all_of<DeletePod>(plan).empty());
 }
 
+TEST(NodeSetPlan, ADrainForAnOlderGresConfGoesOnceTheNodeRegistersAsConfigured) {
+  Bed bed(1, 1);
+  // slurmd registered with a gres.conf from before its NodeSet's lines: slurmctld drained it.
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN", "INVALID_REG"};
+  bed.nodes["cpu-0"].reason = "gres/gpu count reported lower than configured (0 < 4)";
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(bed.plan()).empty());
+  // slurmctld reconfigured, slurmd fetched the new files and registered its GPUs.
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  const NodeSetPlan plan = bed.plan();
+  const auto undrains = all_of<UndrainSlurmNode>(plan);
+  ASSERT_EQ(undrains.size(), 1U);
+  EXPECT_EQ(undrains[0].node, "cpu-0");
+  // An administrator's drain of the same node, in other words, stays.
+  bed.nodes["cpu-0"].reason = "GPU 2 reported lower clocks";
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(bed.plan()).empty());
+}
+
 TEST(NodeSetPlan, AFailedConditionPatchMakesTheNodeSetRetry) {
   Bed bed(1, 1);
   bed.nodes["cpu-0"].reason = "maintenance soon";
