@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -59,11 +60,16 @@ def test_operator_installs_with_helm():
     kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120, check=False)
 
 
-def test_a_site_cluster_comes_up_on_the_sites_database_and_directory(tmp_path):
+def site_namespace() -> None:
+    """The namespace, with the database password the site's DBA handed over, and the site's /home."""
     kubectl("create", "namespace", NS, check=False)
     kubectl("-n", NS, "create", "secret", "generic", DB_SECRET,
             f"--from-literal=password={ENV['SITE_DB_PASSWORD']}", check=False)
     HOME.mkdir(parents=True, exist_ok=True)
+
+
+def test_a_site_cluster_comes_up_on_the_sites_database_and_directory(tmp_path):
+    site_namespace()
     helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
          "-f", str(site_values(tmp_path)), timeout=120)
 
@@ -290,6 +296,89 @@ def test_an_external_slurmdbd_keeps_the_clusters_records(tmp_path):
         wait_until(f"the site's slurmdbd to show job {job}", recorded, 60,
                    lambda: slurm("sacct", "-X", "-j", job, check=False))
     finally:
+        uninstall_cluster()
+
+
+def slurmctld_signal(pod: str, sig: str) -> None:
+    kubectl("-n", NS, "exec", pod, "-c", "slurmctld", "--", "sh", "-c",
+            f"for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmctld ] && kill -{sig} ${{p#/proc/}}; done; true")
+
+
+def controllers_up() -> dict[str, str]:
+    """slurmctld host -> UP or DOWN, as `scontrol ping` says (primary first)."""
+    out = slurm("scontrol", "ping", check=False, timeout=60)
+    return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
+
+
+def start_time(job: str) -> str:
+    out = slurm("scontrol", "show", "job", job, "-o")
+    return next(f.split("=", 1)[1] for f in out.split() if f.startswith("StartTime="))
+
+
+def active_controller() -> list[str]:
+    pods = get("pod", "", NS).get("items", [])
+    return [p["metadata"]["name"] for p in pods
+            if p["metadata"].get("labels", {}).get("controller.slinky.slurm.net/active") == "true"]
+
+
+def test_a_backup_slurmctld_takes_over_from_a_failed_primary_and_no_job_is_lost(tmp_path, known_hosts):
+    """controller.ha: two slurmctld pods on one claim. The primary freezes (SIGSTOP); the backup
+    takes over with the state on the claim; the primary's liveness probe restarts it, and it takes
+    control back from the backup's state. A running job and one queued behind it both complete."""
+    site_namespace()
+    kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "slurm-state"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": ENV["STORAGE_CLASS"],
+                 "resources": {"requests": {"storage": "1Gi"}}}}))
+    values = json.loads(site_values(tmp_path).read_text())
+    controller = values.setdefault("controller", {})
+    controller["ha"] = {"enabled": True, "backups": 1}
+    # One claim for both; ReadWriteOnce is enough when both pods share the bed's one Node, which
+    # the default anti-affinity (one slurmctld per Node) would not allow.
+    controller["persistence"] = {"enabled": True, "existingClaim": "slurm-state"}
+    controller.setdefault("podSpec", {})["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    controller["extraConf"] = controller.get("extraConf", "") + "SlurmctldTimeout=10\n"
+    path = tmp_path / "ha.yaml"
+    path.write_text(json.dumps(values))
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(path), timeout=120)
+    try:
+        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
+                   cluster_state, period=5)
+        wait_until("both slurmctlds up", lambda: list(controllers_up().values()) == ["UP", "UP"], 120,
+                   lambda: slurm("scontrol", "ping", check=False))
+        wait_until("the primary labelled active", lambda: active_controller() == ["slurm-controller-0"], 60,
+                   cluster_state)
+        ssh("alice", "true", known_hosts)
+        slurm("sacctmgr", "-i", "add", "account", "physics", check=False)  # the site's database may
+        slurm("sacctmgr", "-i", "add", "user", "alice", "account=physics", check=False)  # have them
+        # Long enough to end after the primary is back: a handover while a job starts or ends is
+        # another test.
+        running = alice_submits(known_hosts, "--time=5", "--wrap", "'sleep 120'")
+        wait_until(f"job {running} running", lambda: job_state(running) == "RUNNING", 60, cluster_state)
+        queued = alice_submits(known_hosts, "--time=3", f"--dependency=afterok:{running}", "--wrap", "true")
+        started = start_time(running)
+        # slurmctld writes a change to StateSaveLocation within seconds (batched): a primary that
+        # fails sooner leaves the backup a state without it, and the job runs again.
+        time.sleep(15)
+
+        slurmctld_signal("slurm-controller-0", "STOP")
+        wait_until("the backup in control", lambda: controllers_up() == {
+            "slurm-controller-0": "DOWN", "slurm-controller-1": "UP"}, 120,
+            lambda: slurm("scontrol", "ping", check=False))
+        # A frozen primary still takes connections, so clients that try it first wait for their
+        # timeout: what the backup holds is asked after the primary's restart gives control back.
+        wait_until("the primary back in control", lambda: controllers_up().get("slurm-controller-0") == "UP", 240,
+                   lambda: slurm("scontrol", "ping", check=False))
+        wait_until(f"job {running} to complete", lambda: job_state(running) == "COMPLETED", 180, cluster_state)
+        assert start_time(running) == started, "the job ran again: " + slurm("sacct", "-j", running, check=False)
+        wait_until(f"job {queued} to run after it and complete", lambda: job_state(queued) == "COMPLETED", 120,
+                   cluster_state)
+        wait_until("the primary labelled active again", lambda: active_controller() == ["slurm-controller-0"],
+                   90, cluster_state)
+    finally:
+        forget_alice()
         uninstall_cluster()
 
 
