@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import (ENV, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm, install_operator,
-                     job_state, kubectl, login_pod, node_states, run, slurm, submit, wait_until)
+                     job_state, kubectl, login_pod, node_states, run, slurm, submit, wait_until, workers)
 
 if "LDAP_URL" not in ENV:
     pytest.fail(f"bed {ENV.get('TESTBED_NAME')} has no site: scripts/testbed up --with-node --with-site",
@@ -295,6 +295,48 @@ def test_an_external_slurmdbd_keeps_the_clusters_records(tmp_path):
 
         wait_until(f"the site's slurmdbd to show job {job}", recorded, 60,
                    lambda: slurm("sacct", "-X", "-j", job, check=False))
+    finally:
+        uninstall_cluster()
+
+
+# A NodeSet whose jobs Slurm tracks and confines with cgroups (the bed's host has cgroup v1).
+CGROUP_VALUES = {
+    "controller": {"extraConf": "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"},
+    "configFiles": {"cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\nConstrainCores=yes\n"
+                                   "ConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"},
+    # The kubelet gives a container without a memory request oom_score_adj 1000, and slurmstepd,
+    # which lowers its own to -999, cannot where the container lacks CAP_SYS_RESOURCE (as on the
+    # bed): the OOM killer would take it before the task. A request lowers the pod's score.
+    "nodesets": {"slinky": {"replicas": 1, "slurmd": {"resources": {"requests": {"memory": "8Gi"}}}}},
+}
+
+
+def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tmp_path):
+    path = tmp_path / "cgroup.yaml"
+    path.write_text(json.dumps(CGROUP_VALUES))
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(path), timeout=120)
+    try:
+        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
+                   cluster_state, period=5)
+        (pod,) = workers()
+        # The job's task in the memory, cpuset and freezer cgroups Slurm made for the step.
+        cgroups = slurm("srun", "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
+        for controller in ("memory", "cpuset", "freezer"):
+            line = next(l for l in cgroups.splitlines() if l.split(":")[1] == controller)
+            assert "/slurm_slinky-0/uid_0/job_" in line and "/step_0" in line, cgroups
+        # Over its memory: Slurm's cgroup kills the task, srun says why, the job ends OUT_OF_MEMORY.
+        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "--mem=50M", "sh", "-c",
+                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
+        job = slurm("squeue", "-h", "-t", "all", "-o", "%i %T", check=False).split()
+        last = max(int(j) for j in job[0::2])
+        assert job_state(str(last)) == "OUT_OF_MEMORY", slurm("scontrol", "show", "job", str(last))
+        # The pod was not touched: same pod, no restart, its node idle again.
+        (after,) = workers()
+        assert after["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert all(c["restartCount"] == 0 for c in after["status"]["containerStatuses"]), after["status"]
+        wait_until("slinky-0 idle again", lambda: node_states() == {"slinky-0": "idle"}, 60, cluster_state)
     finally:
         uninstall_cluster()
 
