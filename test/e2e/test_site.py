@@ -258,6 +258,16 @@ def uninstall_cluster() -> None:
     kubectl("-n", NS, "delete", "pvc", "--all", "--wait=true", timeout=120)
 
 
+def install_cluster(tmp: Path, values: dict) -> None:
+    """The cluster of single-node.yaml and `values` over it, up with its one worker idle."""
+    path = tmp / "overlay.yaml"
+    path.write_text(json.dumps(values))
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(path), timeout=120)
+    wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
+               cluster_state, period=5)
+
+
 def test_deleting_the_site_cluster_leaves_the_sites_data():
     forget_alice()  # the site's database keeps the jobs
     uninstall_cluster()
@@ -276,13 +286,8 @@ def test_an_external_slurmdbd_keeps_the_clusters_records(tmp_path):
                             "externalConfig": {"host": ENV["SITE_SLURMDBD_HOST"],
                                                "port": int(ENV["SITE_SLURMDBD_PORT"])}}
     values["slurmKey"] = {"secretRef": {"name": "site-slurm-key", "key": "slurm.key"}}
-    path = tmp_path / "external.yaml"
-    path.write_text(json.dumps(values))
-    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-         "-f", str(path), timeout=120)
     try:
-        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
-                   cluster_state, period=5)
+        install_cluster(tmp_path, values)
         assert not get("statefulset", "slurm-accounting")
         wait_until("the cluster registered with the site's slurmdbd", lambda: "slurm_slurm" in slurm(
             "sacctmgr", "-n", "-P", "show", "cluster", "format=cluster", check=False).split(), 60, cluster_state)
@@ -312,13 +317,8 @@ CGROUP_VALUES = {
 
 
 def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tmp_path):
-    path = tmp_path / "cgroup.yaml"
-    path.write_text(json.dumps(CGROUP_VALUES))
-    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-         "-f", str(path), timeout=120)
     try:
-        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
-                   cluster_state, period=5)
+        install_cluster(tmp_path, CGROUP_VALUES)
         (pod,) = workers()
         # The job's task in the memory, cpuset and freezer cgroups Slurm made for the step.
         cgroups = slurm("srun", "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
@@ -381,13 +381,8 @@ def test_a_backup_slurmctld_takes_over_from_a_failed_primary_and_no_job_is_lost(
     controller.setdefault("podSpec", {})["affinity"] = {
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     controller["extraConf"] = controller.get("extraConf", "") + "SlurmctldTimeout=10\n"
-    path = tmp_path / "ha.yaml"
-    path.write_text(json.dumps(values))
-    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-         "-f", str(path), timeout=120)
     try:
-        wait_until("sinfo to show 1 idle worker", lambda: node_states() == {"slinky-0": "idle"}, 420,
-                   cluster_state, period=5)
+        install_cluster(tmp_path, values)
         wait_until("both slurmctlds up", lambda: list(controllers_up().values()) == ["UP", "UP"], 120,
                    lambda: slurm("scontrol", "ping", check=False))
         wait_until("the primary labelled active", lambda: active_controller() == ["slurm-controller-0"], 60,
