@@ -524,8 +524,7 @@ std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const 
     }
     return false;
   };
-  const std::string slurm_conf =
-      config_map.value("/data/slurm.conf"_json_pointer, std::string());
+  const std::string slurm_conf = config_map.value("/data/slurm.conf"_json_pointer, std::string());
   if (!has_line(slurm_conf, "NodeSet=" + n.slurm_name(), false)) {
     return "ConfigMap " + map_name + " has no NodeSet=" + n.slurm_name() +
            " line yet (the Controller has not written this NodeSet into slurm.conf)";
@@ -542,18 +541,19 @@ std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const 
   const std::string set_name = statefulset.value("/metadata/name"_json_pointer, std::string());
   const auto annotation = [](const json& meta, std::string_view key) {
     const json annotations = meta.is_object() ? meta.value("annotations", json::object()) : json();
-    const auto it = annotations.is_object() ? annotations.find(std::string(key)) : annotations.end();
+    const auto it =
+        annotations.is_object() ? annotations.find(std::string(key)) : annotations.end();
     return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
-  const std::string want =
-      annotation(config_map.value("metadata", json::object()), api::kAnnotationControllerConfigHash);
+  const std::string want = annotation(config_map.value("metadata", json::object()),
+                                      api::kAnnotationControllerConfigHash);
   const std::string mounted =
       annotation(statefulset.value("/spec/template/metadata"_json_pointer, json::object()),
                  api::kAnnotationSlurmConfigHash);
   if (!mounted.empty() && mounted != want) {
     return "StatefulSet " + set_name + "'s pod template is not yet at ConfigMap " + map_name +
-           "'s content (" + std::string(api::kAnnotationSlurmConfigHash) + " " + mounted.substr(0, 12) +
-           ", the ConfigMap's " + want.substr(0, 12) + ")";
+           "'s content (" + std::string(api::kAnnotationSlurmConfigHash) + " " +
+           mounted.substr(0, 12) + ", the ConfigMap's " + want.substr(0, 12) + ")";
   }
   const auto number = [&](const char* pointer) {
     return statefulset.value(json::json_pointer(pointer), int64_t{0});
@@ -567,8 +567,8 @@ std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const 
   // A backup that cannot be scheduled (HA on one Node) must not hold the workers back: all pods
   // at the new template, one of them Ready.
   if (updated < replicas || ready < 1) {
-    return "slurmctld is starting with the new configuration: " + std::to_string(updated) +
-           " of " + std::to_string(replicas) + " pods of StatefulSet " + set_name +
+    return "slurmctld is starting with the new configuration: " + std::to_string(updated) + " of " +
+           std::to_string(replicas) + " pods of StatefulSet " + set_name +
            " at the new template, " + std::to_string(ready) + " Ready";
   }
   return std::nullopt;
