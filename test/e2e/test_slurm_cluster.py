@@ -104,6 +104,11 @@ def test_scale_in_condemns_the_worker_whose_job_ends_first():
     short_job = submit("-w", f"{HOST}0", "--time=2", "--wrap", "sleep 30")
     wait_until("both jobs running",
                lambda: job_state(long_job) == job_state(short_job) == "RUNNING", 60)
+    # The operator chooses with what its Slurm feed has shown it: it knows both deadlines once it
+    # has written them on the pods.
+    wait_until("both deadlines on the pods", lambda: all(
+        "nodeset.slinky.slurm.net/pod-deadline" in p["metadata"].get("annotations", {}) for p in workers()), 30,
+        cluster_state)
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
 
     def victim():
