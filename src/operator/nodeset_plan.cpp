@@ -8,6 +8,7 @@
 
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
+#include "operator/build/common.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/conditions.hpp"
@@ -49,20 +50,6 @@ std::string camel(const std::string& word) {
     upper = false;
   }
   return out;
-}
-
-std::string annotation(const json& object, std::string_view key) {
-  const json* annotations = nullptr;
-  if (const auto meta = object.find("metadata"); meta != object.end()) {
-    if (const auto it = meta->find("annotations"); it != meta->end() && it->is_object()) {
-      annotations = &*it;
-    }
-  }
-  if (annotations == nullptr) {
-    return "";
-  }
-  const auto it = annotations->find(std::string(key));
-  return it != annotations->end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 std::string label(const json& object, std::string_view key) {
@@ -164,9 +151,9 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
     w.ready = ready->value("status", "") == "True";
     w.ready_since = ready->value("lastTransitionTime", "");
   }
-  w.cordoned = annotation(pod, api::kAnnotationPodCordon) == "true";
+  w.cordoned = build::annotation(pod, api::kAnnotationPodCordon) == "true";
   w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
-  w.deadline_annotation = annotation(pod, api::kAnnotationPodDeadline);
+  w.deadline_annotation = build::annotation(pod, api::kAnnotationPodDeadline);
   if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
     for (const auto& c : status->value("conditions", json::array())) {
       const std::string type = c.value("type", "");
@@ -181,7 +168,7 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
       scheduled->value("reason", "") == "Unschedulable") {
     w.unschedulable = scheduled->value("message", "no Node can take it");
   }
-  const std::string cost = annotation(pod, api::kAnnotationPodDeletionCost);
+  const std::string cost = build::annotation(pod, api::kAnnotationPodDeletionCost);
   int64_t value = 0;
   if (!cost.empty()) {
     const auto [end, ec] = std::from_chars(cost.data(), cost.data() + cost.size(), value);
@@ -358,7 +345,8 @@ bool slurm_drained(const slurm::Node& node) {
 }
 
 std::string cordon_reason(const json& kube_node, const std::string& key) {
-  const std::string given = sanitized(annotation(kube_node, api::kAnnotationNodeCordonReason), 256);
+  const std::string given =
+      sanitized(build::annotation(kube_node, api::kAnnotationNodeCordonReason), 256);
   if (!given.empty()) {
     return with_prefix(given);
   }
@@ -1341,7 +1329,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       kube_node != nullptr ? node_problems(kube_node->doc, world.propagated_node_conditions) : "";
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
   if ((cordoned || !problems.empty()) && !admin) {
-    const bool named = !annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
+    const bool named = !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
     const std::string reason = !problems.empty() && !(cordoned && named)
                                    ? with_prefix(problems)
                                    : cordon_reason(kube_node->doc, key);
@@ -1396,7 +1384,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     }
     // The Node's features.slinky.slurm.net/spec as k8s/<feature>; the node's other
     // features (its NodeSet's, the admin's) stay.
-    const std::string spec = annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec);
+    const std::string spec = build::annotation(kube_node->doc, api::kAnnotationNodeFeaturesSpec);
     const auto wanted = node_features(spec, node.features);
     if (wanted != node.features) {
       link.features = wanted;

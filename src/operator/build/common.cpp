@@ -39,6 +39,20 @@ json selector_labels(std::string_view name, std::string_view instance) {
   return {{api::kLabelName, name}, {api::kLabelInstance, instance}};
 }
 
+std::string annotation(const json& object, std::string_view key) {
+  const json* annotations = nullptr;
+  if (const auto meta = object.find("metadata"); meta != object.end()) {
+    if (const auto it = meta->find("annotations"); it != meta->end() && it->is_object()) {
+      annotations = &*it;
+    }
+  }
+  if (annotations == nullptr) {
+    return "";
+  }
+  const auto it = annotations->find(std::string(key));
+  return it != annotations->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 json object_meta(std::string_view name, std::string_view namespace_name, const json& labels,
                  const Owner& owner) {
   return {{"name", name},

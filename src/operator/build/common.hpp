@@ -45,6 +45,9 @@ nlohmann::json selector_labels(std::string_view name, std::string_view instance)
 nlohmann::json object_meta(std::string_view name, std::string_view namespace_name,
                            const nlohmann::json& labels, const Owner& owner);
 
+// The object's metadata.annotations[key], or "" when it has none (or no string).
+std::string annotation(const nlohmann::json& object, std::string_view key);
+
 // A user's container or pod spec over the operator's: objects merge key by key, lists of named
 // things (containers, initContainers, volumes, volumeMounts, env, ports, ...) merge by name
 // with the user's entry merged over the operator's, other lists and scalars are the user's.

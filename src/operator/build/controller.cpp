@@ -474,20 +474,9 @@ json controller_config_data(const api::Controller& c, const ControllerInputs& in
   return data;
 }
 
-}  // namespace
-
-json build_controller_config_map(const api::Controller& c, const ControllerInputs& in) {
-  json meta = object_meta(controller_config_map_name(c), c.metadata.namespace_name, labels_of(c),
-                          owner_of(c));
-  meta["annotations"] = {{api::kAnnotationControllerConfigHash, controller_config_hash(c, in)}};
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata", meta},
-          {"data", controller_config_data(c, in)}};
-}
-
-std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in) {
-  std::string all = controller_config_data(c, in).dump();
+// The generated files' `data` and every referenced ConfigMap's.
+std::string config_hash_of(const json& data, const api::Controller& c, const ControllerInputs& in) {
+  std::string all = data.dump();
   const auto add_refs = [&](const std::vector<api::LocalRef>& refs) {
     for (const auto& ref : refs) {
       if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {
@@ -507,6 +496,21 @@ std::string controller_config_hash(const api::Controller& c, const ControllerInp
   add_refs(c.spec.prolog_slurmctld_script_refs);
   add_refs(c.spec.epilog_slurmctld_script_refs);
   return sha256_hex(all);
+}
+
+}  // namespace
+
+json build_controller_config_map(const api::Controller& c, const ControllerInputs& in) {
+  json data = controller_config_data(c, in);
+  json meta = object_meta(controller_config_map_name(c), c.metadata.namespace_name, labels_of(c),
+                          owner_of(c));
+  meta["annotations"] = {{api::kAnnotationControllerConfigHash, config_hash_of(data, c, in)}};
+  return {
+      {"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", meta}, {"data", std::move(data)}};
+}
+
+std::string controller_config_hash(const api::Controller& c, const ControllerInputs& in) {
+  return config_hash_of(controller_config_data(c, in), c, in);
 }
 
 std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const json& config_map,
@@ -539,16 +543,9 @@ std::optional<std::string> slurmctld_lacks_nodeset(const api::NodeSet& n, const 
     }
   }
   const std::string set_name = statefulset.value("/metadata/name"_json_pointer, std::string());
-  const auto annotation = [](const json& meta, std::string_view key) {
-    const json annotations = meta.is_object() ? meta.value("annotations", json::object()) : json();
-    const auto it =
-        annotations.is_object() ? annotations.find(std::string(key)) : annotations.end();
-    return it != annotations.end() && it->is_string() ? it->get<std::string>() : std::string();
-  };
-  const std::string want = annotation(config_map.value("metadata", json::object()),
-                                      api::kAnnotationControllerConfigHash);
+  const std::string want = annotation(config_map, api::kAnnotationControllerConfigHash);
   const std::string mounted =
-      annotation(statefulset.value("/spec/template/metadata"_json_pointer, json::object()),
+      annotation(statefulset.value("/spec/template"_json_pointer, json::object()),
                  api::kAnnotationSlurmConfigHash);
   if (!mounted.empty() && mounted != want) {
     return "StatefulSet " + set_name + "'s pod template is not yet at ConfigMap " + map_name +
