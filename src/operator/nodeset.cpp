@@ -344,9 +344,26 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   }
   // Read through a memo kept by resourceVersion: a GET only when the Controller rewrote it.
   if (auto config =
-          runtime_.config_map_data(ns, build::controller_config_map_name(*world.controller));
-      config && config->count(std::string(build::kTopologyFile)) != 0) {
-    world.topology_blocks = build::topology_blocks(config->at(std::string(build::kTopologyFile)));
+          runtime_.config_map_data(ns, build::controller_config_map_name(*world.controller))) {
+    if (const auto topology = config->find(std::string(build::kTopologyFile));
+        topology != config->end()) {
+      world.topology_blocks = build::topology_blocks(topology->second);
+    }
+    // cgroup.conf is the operator's unless a configFileRefs ConfigMap brings one.
+    std::optional<std::string> cgroup_conf;
+    if (const auto own = config->find("cgroup.conf"); own != config->end()) {
+      cgroup_conf = own->second;
+    }
+    for (const auto& ref : world.controller->spec.config_file_refs) {
+      if (auto brought = runtime_.config_map_data(ns, ref.name)) {
+        if (const auto file = brought->find("cgroup.conf"); file != brought->end()) {
+          cgroup_conf = file->second;
+        }
+      }
+    }
+    if (const auto slurm_conf = config->find("slurm.conf"); slurm_conf != config->end()) {
+      world.confinement = confinement_config(slurm_conf->second, cgroup_conf);
+    }
   }
   const std::string cluster_key = kube::object_key(ns, world.controller->metadata.name);
   const auto feed = runtime_.slurm().feed(cluster_key);

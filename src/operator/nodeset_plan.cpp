@@ -21,6 +21,14 @@ using nlohmann::json;
 
 namespace {
 
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& p : parts) {
+    out += (out.empty() ? "" : separator) + p;
+  }
+  return out;
+}
+
 constexpr std::string_view kConditionPrefix = "SlurmNodeState";
 constexpr size_t kMaxCreatesPerReconcile = 250;
 constexpr std::chrono::seconds kUnregisteredGrace{120};
@@ -179,6 +187,36 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
   return w;
 }
 
+namespace {
+
+// The end of a log tail: its last three non-blank lines, without slurmd's "[time] " stamps,
+// joined by " | " and cut to the last 400 characters. A daemon's root cause is rarely its last
+// line ("slurmd initialization failed"), but is one of the few before it.
+std::string log_end(const std::string& text) {
+  constexpr size_t kLines = 3;
+  constexpr size_t kMost = 400;
+  std::vector<std::string> lines;
+  size_t end = text.size();
+  while (lines.size() < kLines && end > 0) {
+    const size_t start = text.rfind('\n', end - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    std::string line = text.substr(from, end - from);
+    end = start == std::string::npos ? 0 : start;
+    if (line.starts_with('[')) {
+      if (const size_t stamp = line.find("] "); stamp != std::string::npos) {
+        line.erase(0, stamp + 2);
+      }
+    }
+    if (line.find_first_not_of(" \t\r") != std::string::npos) {
+      lines.insert(lines.begin(), std::move(line));
+    }
+  }
+  std::string out = join(lines, " | ");
+  return out.size() > kMost ? "..." + out.substr(out.size() - kMost) : out;
+}
+
+}  // namespace
+
 std::string container_start_failure(const json& pod) {
   // ContainerCreating and PodInitializing are progress, not failures.
   static const std::set<std::string, std::less<>> kStuck = {
@@ -194,7 +232,15 @@ std::string container_start_failure(const json& pod) {
       const std::string reason = waiting.value("reason", "");
       if (kStuck.count(reason) != 0) {
         std::string out = "container " + c.value("name", "") + ": " + reason;
-        if (const std::string message = waiting.value("message", ""); !message.empty()) {
+        // A crash loop's back-off message says nothing of the crash; the last exit does, and
+        // with FallbackToLogsOnError its message is the end of the container's log.
+        const json last = c.value("/lastState/terminated"_json_pointer, json::object());
+        if (reason == "CrashLoopBackOff" && last.contains("exitCode")) {
+          out += ": exit code " + std::to_string(last.value("exitCode", 0));
+          if (const std::string tail = log_end(last.value("message", "")); !tail.empty()) {
+            out += ": " + tail;
+          }
+        } else if (const std::string message = waiting.value("message", ""); !message.empty()) {
           out += ": " + message;
         }
         return out;
@@ -563,14 +609,6 @@ Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeS
 }
 
 namespace {
-
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (const auto& p : parts) {
-    out += (out.empty() ? "" : separator) + p;
-  }
-  return out;
-}
 
 // The propagated conditions (types, in the flag's order) that are True on a Node, as a drain
 // reason: "(<reason>: <message>); ...".
@@ -1591,6 +1629,19 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
                        : (health == SlurmHealth::kNoClient ? "NoSlurmClient" : "Unreachable")),
        slurm_ok ? "" : slurm_problem, n.metadata.generation, ""},
       stamp);
+  // From the nodes of this NodeSet's live pods; an outage keeps what was last known.
+  if (world.confinement && slurm_ok && world.slurm.snapshot.nodes) {
+    std::vector<NodeCgroups> hosts;
+    for (const WorkerPod& w : world.pods) {
+      const auto node = world.slurm.snapshot.nodes->find(w.hostname);
+      if (!w.terminating && node != world.slurm.snapshot.nodes->end()) {
+        hosts.push_back({node->first, host_cgroups(node->second.extra)});
+      }
+    }
+    api::Condition confined = jobs_confined(*world.confinement, hosts);
+    confined.observed_generation = n.metadata.generation;
+    set_condition(conditions, std::move(confined), stamp);
+  }
 
   Readiness& readiness = out.readiness;
   kube::ReconcileOutcome& next = out.next;

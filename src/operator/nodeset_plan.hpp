@@ -18,6 +18,7 @@
 #include "base/result.hpp"
 #include "kube/controller.hpp"
 #include "kube/object.hpp"
+#include "operator/confinement.hpp"
 #include "operator/runtime.hpp"
 #include "slurm/feed.hpp"
 #include "slurm/model.hpp"
@@ -197,6 +198,9 @@ struct NodeSetWorld {
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
+  // How the Controller's slurm.conf and cgroup.conf track and hold jobs; nullopt when they
+  // cannot be read (JobsConfined then stays as it was).
+  std::optional<ConfinementConfig> confinement;
   // Why new pods cannot be made yet: the NodeSet's ComputeDomain cannot take them (its CRD is
   // not installed, its claim template not made), or spec.ssh's Secrets are not there; nullopt
   // when nothing is missing. New pods wait; the rest of the plan goes on.

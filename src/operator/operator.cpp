@@ -18,7 +18,8 @@ using nlohmann::json;
 namespace {
 
 // Copies each container's waiting state (reason and message), and nothing else of its status,
-// into a pod document decoded without its container statuses.
+// into a pod document decoded without its container statuses; in a crash loop, also how it last
+// ended (exit code, and the kubelet's message: with FallbackToLogsOnError, the log's end).
 void keep_waiting_states(simdjson::dom::element object, kube::Document* out) {
   for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
     simdjson::dom::array statuses;
@@ -35,6 +36,17 @@ void keep_waiting_states(simdjson::dom::element object, kube::Document* out) {
       nlohmann::json kept = nlohmann::json::object();
       kept["name"] = kube::to_json(name);
       kept["state"]["waiting"] = kube::to_json(waiting);
+      std::string_view reason;
+      simdjson::dom::element terminated;
+      if (waiting["reason"].get(reason) == simdjson::SUCCESS && reason == "CrashLoopBackOff" &&
+          status["lastState"]["terminated"].get(terminated) == simdjson::SUCCESS) {
+        for (const char* key : {"exitCode", "message"}) {
+          simdjson::dom::element value;
+          if (terminated[key].get(value) == simdjson::SUCCESS) {
+            kept["lastState"]["terminated"][key] = kube::to_json(value);
+          }
+        }
+      }
       out->doc["status"][field].push_back(std::move(kept));
     }
   }
@@ -267,7 +279,8 @@ void Operator::wire() {
     };
     // slurmd pods without their containers, volumes and container statuses, which no reconciler
     // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
-    // a waiting state stays, which says why a container does not start.
+    // a waiting state stays (with a crash loop's last exit), which says why a container does not
+    // start.
     auto& worker_pods = factory_.informer<Document>(
         kube::resources::pods(), ns,
         [](simdjson::dom::element object, Document* out) {

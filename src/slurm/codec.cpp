@@ -177,6 +177,7 @@ Node decode_node(const json& n, const ApiVersion& v, const std::string& where) {
   node.features = words(n, "features", where);
   node.active_features = words(n, "active_features", where);
   node.comment = str(n, "comment", where);
+  node.extra = str(n, "extra", where);
   node.topology = str(n, v.node_topology, where);
   node.gres = str(n, "gres", where);
   node.gres_used = str(n, "gres_used", where);
@@ -227,6 +228,7 @@ std::vector<std::string> node_fields(const ApiVersion& v) {
           "features",
           "active_features",
           "comment",
+          "extra",
           "gres",
           "gres_used",
           "cpus",

@@ -28,6 +28,7 @@ struct Node {
   std::vector<std::string> features;
   std::vector<std::string> active_features;
   std::string comment;
+  std::string extra;     // slurmd --extra, set again at each registration
   std::string topology;  // "topo-switch:s1,topo-block:b1"
   std::string gres;
   std::string gres_used;

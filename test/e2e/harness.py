@@ -124,11 +124,15 @@ def pod_condition(pod: dict, type_: str) -> str:
     return ""
 
 
-def nodeset_ready(name: str) -> dict:
+def nodeset_condition(name: str, type_: str) -> dict:
     for c in get("nodeset", name).get("status", {}).get("conditions", []):
-        if c["type"] == "Ready":
+        if c["type"] == type_:
             return c
     return {}
+
+
+def nodeset_ready(name: str) -> dict:
+    return nodeset_condition(name, "Ready")
 
 
 # --------------------------------------------------------------------------------------------

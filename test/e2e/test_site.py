@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import (ENV, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm, install_operator,
-                     job_state, kubectl, login_pod, node_states, run, slurm, submit, wait_until, workers)
+from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
+                     install_operator, job_state, kubectl, login_pod, node_states, nodeset_condition, run, slurm,
+                     submit, wait_until, workers)
 
 if "LDAP_URL" not in ENV:
     pytest.fail(f"bed {ENV.get('TESTBED_NAME')} has no site: scripts/testbed up --with-node --with-site",
@@ -316,9 +317,25 @@ CGROUP_VALUES = {
 }
 
 
+def jobs_confined(reason: str):
+    c = nodeset_condition(NODESET, "JobsConfined")
+    return c if c.get("reason") == reason else None
+
+
 def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tmp_path):
     try:
+        # Without the memory request the NodeSet says what the host withholds and what to do.
+        install_cluster(tmp_path, {**CGROUP_VALUES, "nodesets": {"slinky": {"replicas": 1}}})
+        c = wait_until("JobsConfined to say slurmstepd is exposed", lambda: jobs_confined("OomUnprotected"), 60,
+                       cluster_state)
+        assert c["status"] == "False" and "on slinky-0" in c["message"] and "memory request" in c["message"], c
+        # With it (a new pod, rolled as a drained node): confined, on the host's cgroup v1.
         install_cluster(tmp_path, CGROUP_VALUES)
+        c = wait_until("JobsConfined to say jobs are held", lambda: jobs_confined("CgroupsEnforced"), 240,
+                       cluster_state, period=5)
+        assert c["status"] == "True" and "1 node: cgroup v1, writable, memory controller" in c["message"], c
+        wait_until("slinky-0 idle, its old pod gone",
+                   lambda: node_states() == {"slinky-0": "idle"} and len(workers()) == 1, 120, cluster_state)
         (pod,) = workers()
         # The job's task in the memory, cpuset and freezer cgroups Slurm made for the step.
         cgroups = slurm("srun", "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
@@ -337,6 +354,23 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         assert after["metadata"]["uid"] == pod["metadata"]["uid"]
         assert all(c["restartCount"] == 0 for c in after["status"]["containerStatuses"]), after["status"]
         wait_until("slinky-0 idle again", lambda: node_states() == {"slinky-0": "idle"}, 60, cluster_state)
+
+        # An unprivileged slurmd cannot make cgroups (the container's cgroup mount is read-only):
+        # it exits, and the NodeSet says why in slurmd's words, without `kubectl logs`.
+        nodeset = get("nodeset", NODESET)
+        bad = f"{RELEASE}-worker-unprivileged"
+        kubectl("apply", "-f", "-", stdin=json.dumps({
+            "apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
+            "metadata": {"name": bad, "namespace": NS},
+            "spec": {"controllerRef": nodeset["spec"]["controllerRef"], "replicas": 1,
+                     "slurmd": {**nodeset["spec"]["slurmd"], "securityContext": {"privileged": False}},
+                     "logfile": nodeset["spec"].get("logfile", {}),
+                     "partition": {"enabled": False}, "oversubscribeNode": True}}))
+        ready = wait_until("the NodeSet to say why slurmd exits",
+                           lambda: (c := nodeset_condition(bad, "Ready")) and c.get("reason") == "PodsFailing" and
+                           "exit code" in c.get("message", "") and c, 180, cluster_state)
+        assert "Read-only file system" in ready["message"] or "proctrack/cgroup" in ready["message"], ready
+        kubectl("-n", NS, "delete", "nodeset", bad, "--wait=true", "--timeout=120s", timeout=150)
     finally:
         uninstall_cluster()
 

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
-                     install_operator, job_state, kubectl, login_pod, node_states, nodeset_ready, pod_condition,
-                     run, slurm, submit, wait_until, workers)
+                     install_operator, job_state, kubectl, login_pod, node_states, nodeset_condition, nodeset_ready,
+                     pod_condition, run, slurm, submit, wait_until, workers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -67,6 +67,11 @@ def test_cluster_comes_up_with_two_idle_workers():
 
     states = wait_until("sinfo to show 2 idle workers", two_idle, 420, cluster_state, period=5)
     assert sorted(states) == [f"{HOST}0", f"{HOST}1"]
+    # single-node.yaml runs Slurm without cgroups; the NodeSet says so, and what the host offers.
+    confined = wait_until("JobsConfined to report both hosts",
+                          lambda: (c := nodeset_condition(NODESET, "JobsConfined")) and
+                          "2 nodes: cgroup" in c.get("message", "") and c, 60, cluster_state)
+    assert (confined["status"], confined["reason"]) == ("False", "NotConfigured"), confined
 
 
 def test_srun_and_sbatch_run_on_the_workers():

@@ -349,6 +349,9 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   container["args"] =
       json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", *conf});
   container["env"] = env;
+  // A slurmd that dies shows the end of its log in the pod's status, and so in the NodeSet's
+  // PodsFailing message: "fatal: ..." without kubectl logs.
+  container["terminationMessagePolicy"] = "FallbackToLogsOnError";
   json port = json::object();
   port["name"] = "slurmd";
   port["containerPort"] = kSlurmdPort;

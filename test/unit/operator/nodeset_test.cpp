@@ -130,6 +130,24 @@ TEST(NodeSetPod, AStuckContainerSaysWhyAndProgressIsNoFailure) {
   EXPECT_EQ(container_start_failure(json::object()), "");
 }
 
+TEST(NodeSetPod, ACrashLoopSaysHowTheContainerLastEnded) {
+  // The kubelet's FallbackToLogsOnError message: the end of slurmd's log.
+  const json crash = json::parse(R"({"status": {"containerStatuses": [{"name": "slurmd",
+      "state": {"waiting": {"reason": "CrashLoopBackOff",
+                            "message": "back-off 40s restarting failed container=slurmd"}},
+      "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message":
+          "[2026-12-04T15:48:39.775] error: unable to build slurm cgroup for ns freezer: Read-only file system\n[2026-12-04T15:48:39.775] error: cannot create proctrack context for proctrack/cgroup\n\n[2026-12-04T15:48:39.775] error: slurmd initialization failed\n"}}}]}})");
+  EXPECT_EQ(container_start_failure(crash),
+            "container slurmd: CrashLoopBackOff: exit code 1: error: unable to build slurm cgroup "
+            "for ns freezer: Read-only file system | error: cannot create proctrack context for "
+            "proctrack/cgroup | error: slurmd initialization failed");
+  json long_line = crash;
+  long_line["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] =
+      std::string(500, 'x');
+  EXPECT_EQ(container_start_failure(long_line),
+            "container slurmd: CrashLoopBackOff: exit code 1: ..." + std::string(400, 'x'));
+}
+
 TEST(NodeSetPod, APinnedPodMayRunOnItsNodeOnly) {
   auto pod = build::build_nodeset_pod(nodeset(), {controller()}, 0, "kube-7");
   ASSERT_TRUE(pod);

@@ -21,6 +21,7 @@ json drained_node() {
           {"reason_set_by_user", "slurm"},
           {"reason_changed_at", number(1796203747)},
           {"comment", R"({"namespace":"default","podName":"ns1-0"})"},
+          {"extra", R"({"tightrope.slurm.net/host":{"cgroup":"v2"}})"},
           {"features", {"ns1"}},
           {"active_features", {"ns1"}},
           {"topology", "topo-switch:s1,topo-block:b1"},
@@ -50,6 +51,7 @@ TEST(DecodeNodes, ReadsTheFieldsOfTheModel) {
   EXPECT_EQ(n.reason_set_by, "slurm");
   EXPECT_EQ(n.reason_changed_at, Time(std::chrono::seconds(1796203747)));
   EXPECT_EQ(n.comment, R"({"namespace":"default","podName":"ns1-0"})");
+  EXPECT_EQ(n.extra, R"({"tightrope.slurm.net/host":{"cgroup":"v2"}})");
   EXPECT_EQ(n.features, std::vector<std::string>{"ns1"});
   EXPECT_EQ(n.topology, "topo-switch:s1,topo-block:b1");
   EXPECT_EQ(n.cpus, 2);
