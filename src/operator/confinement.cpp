@@ -54,6 +54,7 @@ std::string summary(const std::vector<NodeCgroups>& nodes) {
     }
   }
   std::vector<std::string> parts;
+  parts.reserve(kinds.size());
   for (const auto& [kind, count] : kinds) {
     parts.push_back(std::to_string(count) + (count == 1 ? " node: " : " nodes: ") + kind);
   }
