@@ -255,6 +255,23 @@ Metric& Family<Metric>::with(const Labels& labels) {
 }
 
 template <typename Metric>
+void Family<Metric>::remove(const Labels& match) {
+  std::vector<std::pair<size_t, std::string>> wanted;  // (index in label_names_, value)
+  for (const auto& [label, value] : match) {
+    const auto it = std::find(label_names_.begin(), label_names_.end(), label);
+    if (it == label_names_.end()) {
+      reject(name_, "no label " + label + ", expected " + joined(label_names_));
+    }
+    wanted.emplace_back(static_cast<size_t>(it - label_names_.begin()), value);
+  }
+  std::lock_guard lock(mu_);
+  std::erase_if(children_, [&](const auto& child) {
+    return std::all_of(wanted.begin(), wanted.end(),
+                       [&](const auto& w) { return child.first[w.first] == w.second; });
+  });
+}
+
+template <typename Metric>
 const char* Family<Metric>::type() const {
   return type_name<Metric>();
 }

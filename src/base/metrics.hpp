@@ -82,6 +82,10 @@ class Family final : public detail::FamilyBase {
   // the family does. Throws std::invalid_argument, naming the metric, unless the label names are
   // exactly the family's (in any order).
   Metric& with(const Labels& labels);
+  // Drops every child whose labels include all of `match` (a subset of the family's label names,
+  // else std::invalid_argument): the series of something that is gone. References to a dropped
+  // child are invalid afterwards.
+  void remove(const Labels& match);
 
   const std::string& name() const override { return name_; }
   const char* type() const override;

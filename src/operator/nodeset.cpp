@@ -234,6 +234,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   const auto doc = cache_.get(type, key);
   if (!doc) {
     expectations_.forget(key);
+    if (metrics_ != nullptr) {
+      metrics_->forget(request.namespace_name, request.name);
+    }
     std::lock_guard lock(decoded_mu_);
     decoded_.erase(key);
     return settled();
@@ -267,13 +270,23 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
             (failures.size() > 1 ? " (and " + std::to_string(failures.size() - 1) + " more)" : ""));
   }
   NodeSetVerdict verdict = conclude(world, plan, failures, Runtime::now());
+  const auto measure = [&](const json& status) {
+    if (metrics_ != nullptr) {
+      std::vector<api::Condition> all = verdict.conditions;
+      all.push_back({"Ready", verdict.readiness.ready ? "True" : "False", verdict.readiness.reason,
+                     "", 0, ""});
+      metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all);
+    }
+  };
   if (plan.stop) {
     // Nothing was counted: what the status said stays (HPA reads selector, and Slinky's CRD
     // requires nodeSetHash and selector).
     const json kept = kept_status(world.status, required_status(n.metadata.name));
+    measure(kept);
     return report(runtime_, type, n.metadata, world.conditions, std::move(verdict.conditions),
                   verdict.readiness, verdict.next, kept, kept != kept_status(world.status));
   }
+  measure(plan.status);
   if (auto published =
           runtime_.publish(type, n.metadata, world.conditions, std::move(verdict.conditions),
                            verdict.readiness, plan.status, plan.status_changed);

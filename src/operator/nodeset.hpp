@@ -20,6 +20,7 @@
 
 #include "api/types.hpp"
 #include "base/result.hpp"
+#include "operator/nodeset_metrics.hpp"
 #include "operator/nodeset_plan.hpp"
 #include "operator/reconcile_support.hpp"
 #include "slurm/client.hpp"
@@ -68,8 +69,11 @@ class NodeSetReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+  // Where each reconcile's outcome goes as metrics; none without.
+  void use_metrics(NodeSetMetrics* metrics) { metrics_ = metrics; }
 
  private:
+  NodeSetMetrics* metrics_ = nullptr;
   PodExpectations expectations_;
   // Slurm REST writes in flight at once, all NodeSets together.
   std::counting_semaphore<> slurm_writes_{4};

@@ -114,6 +114,10 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
       loginset_reconciler_(runtime_, cache_),
       token_reconciler_(runtime_, cache_),
       nodeset_reconciler_(runtime_, cache_) {
+  if (metrics_ != nullptr) {
+    nodeset_metrics_ = std::make_unique<NodeSetMetrics>(*metrics_);
+    nodeset_reconciler_.use_metrics(nodeset_metrics_.get());
+  }
   runtime_.use_cache(&cache_);
   wire();
 }

@@ -46,6 +46,7 @@ class Operator final : public kube::Runnable {
   kube::InformerFactory factory_;
   ResourceCache cache_;
   metrics::Registry* metrics_;
+  std::unique_ptr<NodeSetMetrics> nodeset_metrics_;  // with metrics only
   std::vector<kube::InformerBase*> informers_;
 
   ControllerReconciler controller_reconciler_;

@@ -138,6 +138,21 @@ def nodeset_ready(name: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def install_operator():
+def webhook_answers() -> bool:
+    """A server-side dry run of a NodeSet in the operator's namespace: accepted or refused, the
+    admission webhook answered, which the API server's "failed calling webhook" says it did not."""
+    probe = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
+             "metadata": {"name": "webhook-probe", "namespace": OPERATOR_NS},
+             "spec": {"controllerRef": {"name": "webhook-probe"}}}
+    r = kubectl("create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe), check=False)
+    return "failed calling webhook" not in r.stderr
+
+
+def install_operator(*values: str):
+    """The operator's chart (`values`: helm --set arguments); returns once its admission webhook
+    answers: Helm's --wait ends when the webhook pod is Ready, and kube-proxy may program its
+    Service a moment later, until when the API server's calls are refused."""
     helm("upgrade", "--install", "slurm-operator", str(REPO / "deploy/helm/slurm-operator"), "-n", OPERATOR_NS,
-         "--create-namespace", "--wait", "--timeout", "180s", timeout=240)
+         "--create-namespace", *[a for v in values for a in ("--set", v)], "--wait", "--timeout", "180s",
+         timeout=240)
+    wait_until("the admission webhook to answer", webhook_answers, 60)

@@ -279,6 +279,25 @@ TEST(Family, RejectsALabelNameItDoesNotHave) {
   EXPECT_THAT(rejection([&jobs] { jobs.with({{"queue", "gpu"}}); }), HasSubstr("jobs_total"));
 }
 
+TEST(Family, RemovesTheChildrenThatMatchAndKeepsTheOthers) {
+  Registry r;
+  auto& nodes = r.gauge("nodeset_nodes", "Nodes.", {"namespace", "nodeset", "state"});
+  nodes.with({{"namespace", "a"}, {"nodeset", "cpu"}, {"state", "idle"}}).set(2);
+  nodes.with({{"namespace", "a"}, {"nodeset", "cpu"}, {"state", "down"}}).set(1);
+  nodes.with({{"namespace", "a"}, {"nodeset", "gpu"}, {"state", "idle"}}).set(4);
+  nodes.with({{"namespace", "b"}, {"nodeset", "cpu"}, {"state", "idle"}}).set(8);
+  nodes.remove({{"nodeset", "cpu"}, {"namespace", "a"}});
+  EXPECT_EQ(r.render(),
+            "# HELP nodeset_nodes Nodes.\n"
+            "# TYPE nodeset_nodes gauge\n"
+            "nodeset_nodes{namespace=\"a\",nodeset=\"gpu\",state=\"idle\"} 4\n"
+            "nodeset_nodes{namespace=\"b\",nodeset=\"cpu\",state=\"idle\"} 8\n");
+  EXPECT_THAT(rejection([&nodes] {
+                nodes.remove({{"partition", "x"}});
+              }),
+              HasSubstr("nodeset_nodes"));
+}
+
 TEST(Family, FindsTheSameChildWhateverTheOrderOfTheLabels) {
   Registry r;
   auto& jobs = r.counter("jobs_total", "Jobs.", {"partition", "state"});

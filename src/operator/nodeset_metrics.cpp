@@ -1,0 +1,91 @@
+#include "operator/nodeset_metrics.hpp"
+
+#include <array>
+#include <utility>
+
+namespace tightrope::op {
+namespace {
+
+using metrics::Labels;
+
+Labels of(const std::string& ns, const std::string& nodeset) {
+  return {{"namespace", ns}, {"nodeset", nodeset}};
+}
+
+Labels with(Labels labels, std::string name, std::string value) {
+  labels.emplace_back(std::move(name), std::move(value));
+  return labels;
+}
+
+double number(const nlohmann::json& status, const char* field) {
+  const auto it = status.find(field);
+  return it != status.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// status field -> the state label of tightrope_nodeset_slurm_nodes.
+constexpr std::array<std::pair<const char*, const char*>, 4> kSlurmStates = {
+    {{"slurmIdle", "idle"},
+     {"slurmAllocated", "allocated"},
+     {"slurmDown", "down"},
+     {"slurmDrain", "drain"}}};
+
+constexpr std::array<const char*, 3> kStatuses = {"True", "False", "Unknown"};
+
+}  // namespace
+
+NodeSetMetrics::NodeSetMetrics(metrics::Registry& registry)
+    : desired_(registry.gauge("tightrope_nodeset_desired_replicas",
+                              "Pods the NodeSet wants (spec.replicas, or one per matching Node).",
+                              {"namespace", "nodeset"})),
+      ready_(registry.gauge("tightrope_nodeset_ready_replicas",
+                            "The NodeSet's pods that are Ready.", {"namespace", "nodeset"})),
+      updated_(registry.gauge("tightrope_nodeset_updated_replicas",
+                              "The NodeSet's pods at its current revision.",
+                              {"namespace", "nodeset"})),
+      slurm_nodes_(registry.gauge(
+          "tightrope_nodeset_slurm_nodes",
+          "The NodeSet's Slurm nodes by state (idle, allocated: allocated or mixed, down, drain: "
+          "drained or draining; drain overlaps the others).",
+          {"namespace", "nodeset", "state"})),
+      condition_(registry.gauge("tightrope_nodeset_condition",
+                                "1 for the current status of each NodeSet condition, 0 for the "
+                                "other statuses.",
+                                {"namespace", "nodeset", "type", "status"})) {}
+
+void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
+                            const nlohmann::json& status,
+                            const std::vector<api::Condition>& conditions) {
+  const Labels labels = of(ns, nodeset);
+  desired_.with(labels).set(number(status, "desired"));
+  ready_.with(labels).set(number(status, "readyReplicas"));
+  updated_.with(labels).set(number(status, "updatedReplicas"));
+  for (const auto& [field, state] : kSlurmStates) {
+    slurm_nodes_.with(with(labels, "state", state)).set(number(status, field));
+  }
+  std::set<std::string> types;
+  for (const auto& c : conditions) {
+    types.insert(c.type);
+    for (const char* s : kStatuses) {
+      condition_.with(with(with(labels, "type", c.type), "status", s)).set(c.status == s ? 1 : 0);
+    }
+  }
+  std::lock_guard lock(mu_);
+  std::set<std::string>& before = types_[ns + "/" + nodeset];
+  for (const auto& gone : before) {
+    if (types.count(gone) == 0) {
+      condition_.remove(with(labels, "type", gone));
+    }
+  }
+  before = std::move(types);
+}
+
+void NodeSetMetrics::forget(const std::string& ns, const std::string& nodeset) {
+  const Labels labels = of(ns, nodeset);
+  for (metrics::GaugeFamily* family : {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_}) {
+    family->remove(labels);
+  }
+  std::lock_guard lock(mu_);
+  types_.erase(ns + "/" + nodeset);
+}
+
+}  // namespace tightrope::op

@@ -1,0 +1,65 @@
+#include "operator/nodeset_metrics.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tightrope::op {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+api::Condition condition(std::string type, std::string status) {
+  return {std::move(type), std::move(status), "", "", 0, ""};
+}
+
+const nlohmann::json kStatus = {{"desired", 3},    {"readyReplicas", 2},     {"updatedReplicas", 1},
+                                {"slurmIdle", 1},  {"slurmAllocated", 1},    {"slurmDown", 1},
+                                {"slurmDrain", 1}, {"nodeSetHash", "ns-abc"}};
+
+TEST(NodeSetMetrics, ShowTheStatusCountsAndEachConditionsStatus) {
+  metrics::Registry registry;
+  NodeSetMetrics m(registry);
+  m.report("slurm", "gpu", kStatus,
+           {condition("Ready", "False"), condition("JobsConfined", "Unknown")});
+  const std::string text = registry.render();
+  EXPECT_THAT(
+      text,
+      HasSubstr("tightrope_nodeset_desired_replicas{namespace=\"slurm\",nodeset=\"gpu\"} 3\n"));
+  EXPECT_THAT(
+      text, HasSubstr("tightrope_nodeset_ready_replicas{namespace=\"slurm\",nodeset=\"gpu\"} 2\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tightrope_nodeset_updated_replicas{namespace=\"slurm\",nodeset=\"gpu\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_slurm_nodes{namespace=\"slurm\",nodeset=\"gpu\","
+                              "state=\"down\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_condition{namespace=\"slurm\",nodeset=\"gpu\","
+                              "type=\"Ready\",status=\"False\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_condition{namespace=\"slurm\",nodeset=\"gpu\","
+                              "type=\"Ready\",status=\"True\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("type=\"JobsConfined\",status=\"Unknown\"} 1\n"));
+}
+
+TEST(NodeSetMetrics, AConditionThatGoesTakesItsSeries) {
+  metrics::Registry registry;
+  NodeSetMetrics m(registry);
+  m.report("slurm", "cpu", kStatus,
+           {condition("Ready", "True"), condition("ReservationCreated", "True")});
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")});
+  EXPECT_THAT(registry.render(), Not(HasSubstr("ReservationCreated")));
+  EXPECT_THAT(registry.render(), HasSubstr("type=\"Ready\",status=\"True\"} 1\n"));
+}
+
+TEST(NodeSetMetrics, AGoneNodeSetLeavesNoSeriesAndTheOthersStay) {
+  metrics::Registry registry;
+  NodeSetMetrics m(registry);
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")});
+  m.report("slurm", "gpu", kStatus, {condition("Ready", "True")});
+  m.forget("slurm", "cpu");
+  const std::string text = registry.render();
+  EXPECT_THAT(text, Not(HasSubstr("nodeset=\"cpu\"")));
+  EXPECT_THAT(text, HasSubstr("nodeset=\"gpu\""));
+}
+
+}  // namespace
+}  // namespace tightrope::op
