@@ -285,7 +285,8 @@ operator: [enabled, replicas, leaderElection, image, imagePullPolicy, serviceAcc
            pdb, logLevel, logFormat, namespaces, workers, accountingWorkers, controllerWorkers,
            loginsetWorkers, nodesetWorkers, restapiWorkers, tokenWorkers, slurmclientWorkers,
            slurmCheckPeriod, mirrorSlurmDrains, kubeApiQps, kubeApiBurst, slurmrestdUrl,
-           metricsPort, healthPort, metricsSecure, profile, profileAddr, extraArgs, resources]
+           metricsPort, serviceMonitor, healthPort, metricsSecure, profile, profileAddr, extraArgs,
+           resources]
 webhook: [enabled, replicas, image, imagePullPolicy, serviceAccount, logLevel, logFormat, port,
           serverPort, failurePolicy, timeoutSeconds, excludeNamespaces, namespaces, validating,
           podsBinding, mutating, healthPort, metricsPort, metricsSecure, leaderElection,
