@@ -421,7 +421,9 @@ def test_a_backup_slurmctld_takes_over_from_a_failed_primary_and_no_job_is_lost(
                    lambda: slurm("scontrol", "ping", check=False))
         wait_until("the primary labelled active", lambda: active_controller() == ["slurm-controller-0"], 60,
                    cluster_state)
-        ssh("alice", "true", known_hosts)
+        # install_cluster waits for the worker; the login pod's sshd may come a moment later.
+        wait_until("alice to log in", lambda: ssh("alice", "true", known_hosts, check=False).returncode == 0, 120,
+                   cluster_state)
         slurm("sacctmgr", "-i", "add", "account", "physics", check=False)  # the site's database may
         slurm("sacctmgr", "-i", "add", "user", "alice", "account=physics", check=False)  # have them
         # Long enough to end after the primary is back: a handover while a job starts or ends is
