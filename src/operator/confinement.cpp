@@ -5,35 +5,20 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "operator/build/common.hpp"
 #include "slurm/conf.hpp"
 
 namespace tightrope::op {
 namespace {
 
+using build::join;
+using build::lower;
 using nlohmann::json;
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (const auto& p : parts) {
-    out += (out.empty() ? "" : separator) + p;
-  }
-  return out;
-}
-
-std::optional<std::string> setting(std::string_view text, std::string_view key) {
+// A file parsed once; an unreadable one reads as empty (Slurm's defaults).
+slurm::SlurmConf parsed(std::string_view text) {
   auto conf = slurm::parse_slurm_conf(text, "");
-  if (!conf) {
-    return std::nullopt;
-  }
-  return conf->get(key);
+  return conf ? std::move(*conf) : slurm::SlurmConf{};
 }
 
 // "v1, writable, memory controller"
@@ -114,12 +99,14 @@ bool ConfinementConfig::task_cgroup() const {
 ConfinementConfig confinement_config(std::string_view slurm_conf,
                                      std::optional<std::string_view> cgroup_conf) {
   ConfinementConfig c;
-  c.proctrack = setting(slurm_conf, "ProctrackType").value_or("proctrack/cgroup");
-  c.task_plugins = setting(slurm_conf, "TaskPlugin").value_or("");
+  const slurm::SlurmConf slurm = parsed(slurm_conf);
+  c.proctrack = slurm.get("ProctrackType").value_or("proctrack/cgroup");
+  c.task_plugins = slurm.get("TaskPlugin").value_or("");
   c.cgroup_plugin = "autodetect";
   if (cgroup_conf) {
-    c.cgroup_plugin = setting(*cgroup_conf, "CgroupPlugin").value_or("autodetect");
-    c.constrain_ram = lower(setting(*cgroup_conf, "ConstrainRAMSpace").value_or("no")) == "yes";
+    const slurm::SlurmConf cgroup = parsed(*cgroup_conf);
+    c.cgroup_plugin = cgroup.get("CgroupPlugin").value_or("autodetect");
+    c.constrain_ram = lower(cgroup.get("ConstrainRAMSpace").value_or("no")) == "yes";
   }
   return c;
 }

@@ -21,13 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string join(const std::vector<std::string>& parts, const std::string& separator) {
-  std::string out;
-  for (const auto& p : parts) {
-    out += (out.empty() ? "" : separator) + p;
-  }
-  return out;
-}
+using build::join;
 
 constexpr std::string_view kConditionPrefix = "SlurmNodeState";
 constexpr size_t kMaxCreatesPerReconcile = 250;

@@ -206,6 +206,14 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& p : parts) {
+    out += (out.empty() ? "" : separator) + p;
+  }
+  return out;
+}
+
 std::string sha256_hex(std::string_view data) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "api/types.hpp"
 
@@ -75,5 +76,8 @@ std::string sha256_hex(std::string_view data);
 
 // ASCII lower case: Slurm's keys and GPU product names compare without case.
 std::string lower(std::string_view s);
+
+// The parts with `separator` between them, for messages.
+std::string join(const std::vector<std::string>& parts, const std::string& separator);
 
 }  // namespace tightrope::op::build
