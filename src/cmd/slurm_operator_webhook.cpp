@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   std::string cert_dir = "/tmp/k8s-webhook-server/serving-certs";
   std::string kubeconfig;
   std::string context;
+  std::string metrics_addr = "0";
   std::string log_level = "info";
   std::string log_format = "logfmt";
   app.add_option("--server-addr", server_addr, "HTTPS address, host:port or :port")
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig", kubeconfig,
                  "kubeconfig file; default $KUBECONFIG, then in-cluster, then ~/.kube/config");
   app.add_option("--context", context, "kubeconfig context (default: the current one)");
+  app.add_option(
+         "--metrics-addr", metrics_addr,
+         "plain-HTTP address of /metrics (reviews, the certificate's expiry), or 0 for none")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn or error");
   app.add_option("--log-format", log_format, "logfmt or json")
       ->check(CLI::IsMember({"logfmt", "json"}));
@@ -83,7 +88,9 @@ int main(int argc, char** argv) {
   client_options.max_attempts = 2;
   kube::Client client(*config, client_options);
 
+  metrics::Registry registry;
   webhook::ServerOptions options;
+  options.metrics = &registry;
   options.host = where->host;
   options.port = where->port;
   options.cert_file = cert_file;
@@ -96,9 +103,25 @@ int main(int argc, char** argv) {
     log::error("webhook.start_failed", {{"address", server_addr}, {"error", started.error()}});
     return 2;
   }
-  int signal = 0;
-  sigwait(&signals, &signal);
+  kube::Endpoints endpoints(registry, [] { return true; });
+  if (metrics_addr != "0") {
+    if (auto served = endpoints.serve(metrics_addr, true, false); !served) {
+      log::error("webhook.metrics_failed", {{"address", metrics_addr}, {"error", served.error()}});
+      server.stop();
+      return 2;
+    }
+  }
+  // A renewed certificate reaches the expiry metric within a minute, reviews or not.
+  const timespec minute{60, 0};
+  int signal = -1;
+  while (signal < 0) {
+    signal = sigtimedwait(&signals, nullptr, &minute);
+    if (signal < 0) {
+      server.refresh_certificate();
+    }
+  }
   log::info("webhook.stopping", {{"signal", std::to_string(signal)}});
+  endpoints.stop();
   server.stop();
   return 0;
 }

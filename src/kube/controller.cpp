@@ -37,6 +37,9 @@ Controller::Controller(ControllerOptions options, Reconciler& reconciler)
     errors_ = &options_.metrics->counter("controller_runtime_reconcile_errors_total",
                                          "Reconciles that failed or threw, by controller",
                                          {"controller"});
+    // At zero from the start, as controller-runtime does: a healthy controller has an error
+    // rate of 0 to show and alert on, not no series.
+    errors_->with({{"controller", options_.name}});
     duration_ = &options_.metrics->histogram("controller_runtime_reconcile_time_seconds",
                                              "Time a reconcile took, by controller", {"controller"},
                                              metrics::exponential_buckets(0.001, 2, 16));

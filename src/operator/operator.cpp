@@ -117,6 +117,8 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
   if (metrics_ != nullptr) {
     nodeset_metrics_ = std::make_unique<NodeSetMetrics>(*metrics_);
     nodeset_reconciler_.use_metrics(nodeset_metrics_.get());
+    cluster_metrics_ = std::make_unique<ClusterMetrics>(*metrics_);
+    slurm_.use_metrics(cluster_metrics_.get());
   }
   runtime_.use_cache(&cache_);
   wire();

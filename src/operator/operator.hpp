@@ -41,6 +41,8 @@ class Operator final : public kube::Runnable {
  private:
   void wire();
 
+  // Before slurm_: its feeds report here until they stop.
+  std::unique_ptr<ClusterMetrics> cluster_metrics_;  // with metrics only
   SlurmClients slurm_;
   Runtime runtime_;
   kube::InformerFactory factory_;

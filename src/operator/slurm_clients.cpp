@@ -125,6 +125,12 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
   // Reconciles wait on these calls: fail in seconds and let the work queue retry.
   options.timeout = std::chrono::milliseconds(5000);
   options.max_attempts = 2;
+  ClusterMetrics* const metrics = metrics_;
+  const std::string ns = key.substr(0, key.find('/'));
+  const std::string name = key.substr(key.find('/') + 1);
+  if (metrics != nullptr) {
+    options.on_attempt = metrics->attempts(ns, name);
+  }
   // The operator acts as SlurmUser; tokens are short and minted again at 80 %.
   auto tokens = std::make_shared<slurm::MintingTokenSource>(std::move(jwt_key), key_name, "slurm",
                                                             std::chrono::minutes(15));
@@ -142,11 +148,21 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     feed = std::shared_ptr<slurm::ChangeFeed>(both, &both->feed);
     const ChangeListener listener = listener_;
     auto index = std::make_shared<NodeSetIndex>();
-    feed->subscribe_changes([listener, key, index](const slurm::ChangeFeed::Changes& changes) {
-      const NodeSetIndex::Touched touched = index->update(changes);
-      listener(key, touched.everything ? nullptr : &touched);
+    feed->subscribe_changes(
+        [listener, key, index, metrics, ns, name](const slurm::ChangeFeed::Changes& changes) {
+          const NodeSetIndex::Touched touched = index->update(changes);
+          if (metrics != nullptr) {
+            metrics->report(ns, name, *changes.snapshot.jobs, *changes.snapshot.nodes,
+                            [&](const std::string& node) { return index->nodeset_of(node); });
+          }
+          listener(key, touched.everything ? nullptr : &touched);
+        });
+    feed->subscribe_health([listener, key, metrics, ns, name](const slurm::FeedHealth& health) {
+      if (metrics != nullptr) {
+        metrics->up(ns, name, health.synced && health.consecutive_failures == 0);
+      }
+      listener(key, nullptr);
     });
-    feed->subscribe_health([listener, key](const slurm::FeedHealth&) { listener(key, nullptr); });
     feed->start();
   }
   entry = {url, key_name, std::move(client), std::move(feed)};
@@ -159,6 +175,9 @@ void SlurmClients::erase(const std::string& key) {
   if (it != clients_.end()) {
     stop_feed(it->second);
     clients_.erase(it);
+    if (metrics_ != nullptr) {
+      metrics_->forget(key.substr(0, key.find('/')), key.substr(key.find('/') + 1));
+    }
   }
 }
 

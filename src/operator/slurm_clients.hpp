@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "operator/cluster_metrics.hpp"
 #include "slurm/client.hpp"
 #include "slurm/feed.hpp"
 #include "slurm/token.hpp"
@@ -53,6 +54,9 @@ class SlurmClients {
 
   // Set before the first ensure(); with none, no feed runs.
   void set_listener(ChangeListener listener);
+  // Set before the first ensure(): every client counts its requests there, every feed reports
+  // its snapshot and health.
+  void use_metrics(ClusterMetrics* metrics) { metrics_ = metrics; }
   // The period of every feed (tests and benchmarks shorten or lengthen it).
   void set_feed_period(std::chrono::milliseconds period);
 
@@ -79,6 +83,7 @@ class SlurmClients {
 
   mutable std::mutex mu_;
   ChangeListener listener_;
+  ClusterMetrics* metrics_ = nullptr;
   std::chrono::milliseconds feed_period_{1000};
   std::map<std::string, Entry> clients_;
 };

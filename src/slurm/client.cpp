@@ -103,6 +103,9 @@ Result<Client::Answer> Client::call(const std::string& method, const std::string
   bool reauthorized = false;
   for (int n = 1;; ++n) {
     auto answer = attempt(method, path, payload, item_fields);
+    if (options_.on_attempt) {
+      options_.on_attempt(method, answer ? nullptr : &answer.error());
+    }
     if (answer) {
       return answer;
     }

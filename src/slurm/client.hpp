@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,6 +27,8 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{2000};
   std::string user_name;  // optional X-SLURM-USER-NAME
+  // Told of every attempt's outcome (null: it succeeded), on the calling thread: for metrics.
+  std::function<void(const std::string& method, const Error* error)> on_attempt;
 };
 
 struct NodeQuery {

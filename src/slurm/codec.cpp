@@ -202,7 +202,9 @@ Job decode_job(const json& j, const ApiVersion& v, const std::string& where) {
   job.state = words(j, v.job_state, where);
   job.nodes = str(j, "nodes", where);
   job.user = str(j, v.job_user, where);
+  job.account = str(j, "account", where);
   job.partition = str(j, "partition", where);
+  job.state_reason = str(j, "state_reason", where);
   job.start_time = time_of(j, "start_time", where);
   job.end_time = time_of(j, "end_time", where);
   const SlurmNumber limit = num(j, "time_limit", where);
@@ -249,7 +251,9 @@ std::vector<std::string> job_fields(const ApiVersion& v) {
   return {"job_id",
           "name",
           "nodes",
+          "account",
           "partition",
+          "state_reason",
           "start_time",
           "end_time",
           "time_limit",

@@ -77,7 +77,9 @@ struct Job {
   std::vector<std::string> state;  // ["RUNNING"], ["PENDING"], ["CANCELLED"], ...
   std::string nodes;               // Slurm hostlist expression: "n[1-3]"
   std::string user;
+  std::string account;
   std::string partition;
+  std::string state_reason;  // why it waits: "Resources", "Priority", ...; "None" once running
   std::optional<Time> start_time;
   std::optional<std::chrono::minutes> time_limit;  // nullopt: unlimited
   std::optional<Time> end_time;

@@ -6,6 +6,7 @@
 #include <openssl/x509.h>
 
 #include <array>
+#include <ctime>
 #include <system_error>
 
 #include "base/log.hpp"
@@ -39,6 +40,15 @@ std::string name_of(X509* cert) {
   return size > 0 ? std::string(data, static_cast<size_t>(size)) : std::string();
 }
 
+// An ASN1 time as a time point; the epoch when OpenSSL cannot read it.
+std::chrono::system_clock::time_point time_of(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) {
+    return {};
+  }
+  return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+
 }  // namespace
 
 // One certificate chain and its key. Immutable once read: a handshake under way keeps the pair
@@ -48,6 +58,7 @@ struct ServingCertificate::Pair {
   EVP_PKEY* key = nullptr;
   STACK_OF(X509) * chain = nullptr;  // intermediates, leaf excluded
   std::string subject;
+  std::chrono::system_clock::time_point not_after{};
 
   Pair() = default;
   Pair(const Pair&) = delete;
@@ -111,6 +122,7 @@ ServingCertificate::read_pair(const std::filesystem::path& cert_file,
     return fail(key_file.string() + " is not the key of the certificate in " + cert_file.string());
   }
   pair->subject = name_of(pair->leaf);
+  pair->not_after = time_of(X509_get0_notAfter(pair->leaf));
   return std::shared_ptr<const Pair>(std::move(pair));
 }
 
@@ -156,6 +168,10 @@ bool ServingCertificate::refresh() {
 
 std::string ServingCertificate::subject() const {
   return current()->subject;
+}
+
+std::chrono::system_clock::time_point ServingCertificate::not_after() const {
+  return current()->not_after;
 }
 
 int ServingCertificate::on_handshake(ssl_st* ssl, void* arg) {

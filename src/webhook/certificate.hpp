@@ -43,6 +43,8 @@ class ServingCertificate {
 
   // The leaf's subject ("CN=slurm-operator-webhook.slinky.svc"), for logs and tests.
   std::string subject() const;
+  // When the leaf expires (its notAfter), for the expiry metric and its alert.
+  std::chrono::system_clock::time_point not_after() const;
 
  private:
   struct Pair;

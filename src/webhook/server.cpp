@@ -55,7 +55,48 @@ std::vector<std::string> review_paths() {
 }
 
 Server::Server(ServerOptions options, ConfigMapLookup config_maps)
-    : options_(std::move(options)), config_maps_(std::move(config_maps)) {}
+    : options_(std::move(options)), config_maps_(std::move(config_maps)) {
+  if (options_.metrics != nullptr) {
+    reviews_ = &options_.metrics->counter(
+        "tightrope_webhook_reviews_total",
+        "AdmissionReviews answered, by kind, operation and whether they were allowed.",
+        {"kind", "operation", "allowed"});
+    durations_ = &options_.metrics->histogram(
+        "tightrope_webhook_review_duration_seconds",
+        "Seconds from reading an AdmissionReview to its answer, by kind.", {"kind"},
+        metrics::exponential_buckets(0.0005, 2, 14));
+    expiry_ = &options_.metrics
+                   ->gauge("tightrope_webhook_certificate_expiry_timestamp_seconds",
+                           "When the serving certificate in use expires (its notAfter), in "
+                           "seconds since the epoch.",
+                           {})
+                   .with({});
+  }
+}
+
+void Server::refresh_certificate() {
+  if (!certificate_) {
+    return;
+  }
+  certificate_->refresh();
+  if (expiry_ != nullptr) {
+    expiry_->set(static_cast<double>(std::chrono::duration_cast<std::chrono::seconds>(
+                                         certificate_->not_after().time_since_epoch())
+                                         .count()));
+  }
+}
+
+void Server::count(const Verdict& verdict, std::chrono::steady_clock::duration took) {
+  if (reviews_ == nullptr) {
+    return;
+  }
+  reviews_
+      ->with({{"kind", verdict.kind},
+              {"operation", verdict.operation},
+              {"allowed", verdict.allowed ? "true" : "false"}})
+      .inc();
+  durations_->with({{"kind", verdict.kind}}).observe(std::chrono::duration<double>(took).count());
+}
 
 Server::~Server() {
   stop();
@@ -70,6 +111,7 @@ tightrope::Result<Done, std::string> Server::start() {
     return fail("serving certificate: " + certificate.error());
   }
   certificate_ = std::move(*certificate);
+  refresh_certificate();
   ServingCertificate* cert = certificate_.get();
   auto server =
       std::make_unique<httplib::SSLServer>([cert](SSL_CTX& ctx) { return cert->configure(&ctx); });
@@ -83,7 +125,9 @@ tightrope::Result<Done, std::string> Server::start() {
   const auto on_review = [this](const httplib::Request& req, httplib::Response& res) {
     const auto started = std::chrono::steady_clock::now();
     const Verdict verdict = admit(std::string_view(req.body), config_maps_);
-    log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
+    const auto took = std::chrono::steady_clock::now() - started;
+    log_verdict(verdict, req.path, took);
+    count(verdict, took);
     // 200 whatever the verdict, as controller-runtime answers: the API server reads the
     // decision from the review, and takes any other status for a broken webhook.
     res.set_content(review_response(verdict).dump(), "application/json");
@@ -99,7 +143,9 @@ tightrope::Result<Done, std::string> Server::start() {
                    if (binding) {
                      binding_effect_(*binding);
                    }
-                   log_verdict(verdict, req.path, std::chrono::steady_clock::now() - started);
+                   const auto took = std::chrono::steady_clock::now() - started;
+                   log_verdict(verdict, req.path, took);
+                   count(verdict, took);
                    res.set_content(review_response(verdict).dump(), "application/json");
                  });
   }

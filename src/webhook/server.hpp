@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/metrics.hpp"
 #include "base/result.hpp"
 #include "kube/client.hpp"
 #include "webhook/admission.hpp"
@@ -37,6 +38,8 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{4} << 20;
   // The API server gives a webhook 10 s by default; a request taking longer is abandoned.
   std::chrono::seconds io_timeout{10};
+  // Where reviews and the certificate's expiry are counted; none when null.
+  metrics::Registry* metrics = nullptr;
 };
 
 // Every path that takes an AdmissionReview to validate.
@@ -62,16 +65,24 @@ class Server {
   void serve_bindings(BindingEffect effect) { binding_effect_ = std::move(effect); }
   // The bound port, once started.
   int port() const { return port_; }
+  // Looks at the certificate's files again (as a handshake does) and sets the expiry metric:
+  // the metric follows a renewal even when no review comes.
+  void refresh_certificate();
   // Stops accepting, finishes the requests under way, joins the thread.
   void stop();
 
  private:
+  void count(const Verdict& verdict, std::chrono::steady_clock::duration took);
+
   ServerOptions options_;
   ConfigMapLookup config_maps_;
   BindingEffect binding_effect_;
   std::unique_ptr<ServingCertificate> certificate_;  // outlives server_'s TLS context
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
+  metrics::CounterFamily* reviews_ = nullptr;
+  metrics::HistogramFamily* durations_ = nullptr;
+  metrics::Gauge* expiry_ = nullptr;
   int port_ = 0;
 };
 

@@ -206,6 +206,8 @@ class Webhook : public ::testing::Test {
     options.port = 0;
     options.cert_file = pki_->dir() / "tls.crt";
     options.key_file = pki_->dir() / "tls.key";
+    registry_ = std::make_unique<metrics::Registry>();
+    options.metrics = registry_.get();
     server_ = std::make_unique<Server>(options, config_maps_from(*client_));
     server_->serve_bindings(copy_topology_with(*client_));
     auto started = server_->start();
@@ -281,6 +283,7 @@ class Webhook : public ::testing::Test {
       (void)client_->remove(kube::resources::namespaces(), "", ns_);
     }
     server_.reset();
+    registry_.reset();
     pki_.reset();
     client_.reset();
   }
@@ -297,6 +300,7 @@ class Webhook : public ::testing::Test {
 
   static inline std::unique_ptr<kube::Client> client_;
   static inline std::unique_ptr<Pki> pki_;
+  static inline std::unique_ptr<metrics::Registry> registry_;
   static inline std::unique_ptr<Server> server_;
   static inline std::string ns_;
   static inline std::string configuration_;
@@ -396,6 +400,27 @@ TEST_F(Webhook, AnInvalidControllerIsRefusedWithItsFieldPath) {
   EXPECT_THAT(created.error().message,
               HasSubstr("Controller " + ns_ + "/invalid: spec.slurmKeyRef.name: required"));
   EXPECT_THAT(cause_fields(created.error()), ::testing::ElementsAre("spec.slurmKeyRef.name"));
+}
+
+TEST_F(Webhook, ReviewsByVerdictAndTheCertificatesExpiryAreMetrics) {
+  ASSERT_FALSE(client_->create(controllers(), ns_, invalid_controller("counted-invalid")));
+  ASSERT_TRUE(client_->create(controllers(), ns_, valid_controller("counted-valid")));
+  const std::string text = registry_->render();
+  EXPECT_THAT(text, HasSubstr("tightrope_webhook_reviews_total{kind=\"Controller\","
+                              "operation=\"CREATE\",allowed=\"false\"}"));
+  EXPECT_THAT(text, HasSubstr("tightrope_webhook_reviews_total{kind=\"Controller\","
+                              "operation=\"CREATE\",allowed=\"true\"}"));
+  EXPECT_THAT(text,
+              HasSubstr("tightrope_webhook_review_duration_seconds_count{kind=\"Controller\"}"));
+  // The test certificate is valid for two days from its making.
+  const std::string name = "tightrope_webhook_certificate_expiry_timestamp_seconds ";
+  const size_t at = text.find(name);
+  ASSERT_NE(at, std::string::npos) << text;
+  const double expiry = std::stod(text.substr(at + name.size()));
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_GT(expiry, now + 86400);
+  EXPECT_LT(expiry, now + 3 * 86400);
 }
 
 TEST_F(Webhook, AValidControllerIsAccepted) {

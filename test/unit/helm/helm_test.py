@@ -11,8 +11,10 @@ test bed's tools (`scripts/testbed tool-path helm`), not from the build.
 import argparse
 import base64
 import difflib
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -770,9 +772,71 @@ def check_operator_notes(failures):
     listed = yaml.safe_load(re.search(r'define "slurm-operator.knownKeys" -}}\n(.*?)\n\{\{- end',
                                       helpers, re.S).group(1))
     want = {"": sorted([*values, "global", "slurm-operator-crds"]),
-            **{c: sorted(values[c]) for c in ("operator", "webhook", "certManager")}}
+            **{c: sorted(values[c]) for c in ("operator", "webhook", "certManager", "monitoring")}}
     if {k: sorted(v) for k, v in listed.items()} != want:
         failures.append(f"_helpers.tpl slurm-operator.knownKeys {listed} is not the keys of values.yaml {want}")
+
+
+ALERTS = {"SlurmctldDown", "SlurmUnreachableFromOperator", "SlurmNodesNotResponding", "SlurmNodeDrainStuck",
+          "NodeSetScaleInBlocked", "SlurmRestErrors", "SlurmOperatorNotLeading", "SlurmOperatorAbsent",
+          "SlurmOperatorReconcileErrors", "SlurmOperatorWebhookCertificateExpiring"}
+
+
+def check_operator_monitoring(failures):
+    """monitoring.*: the PrometheusRule holds every alert, each with a severity and a summary,
+    and promtool accepts its groups; each dashboard is a ConfigMap of valid JSON whose panels all
+    query; the operator's and the webhook's ServiceMonitors are there. Nothing without the CRDs."""
+    import tempfile
+    try:
+        import yaml
+    except ImportError:
+        return
+    sets = ["--set", "monitoring.prometheusRule.enabled=true", "--set", "monitoring.dashboards.enabled=true",
+            "--set", "operator.serviceMonitor.enabled=true"]
+    apis = ["--api-versions", "monitoring.coreos.com/v1/PrometheusRule",
+            "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"]
+    docs = [d for d in yaml.safe_load_all(render("slurm-operator", "slurm-operator", "slinky", sets + apis)) if d]
+    rules = [d for d in docs if d["kind"] == "PrometheusRule"]
+    if len(rules) != 1:
+        failures.append(f"monitoring: want one PrometheusRule, got {len(rules)}")
+        return
+    groups = rules[0]["spec"]["groups"]
+    alerts = {r["alert"]: r for g in groups for r in g["rules"]}
+    if set(alerts) != ALERTS:
+        failures.append(f"monitoring: alerts {sorted(alerts)}, want {sorted(ALERTS)}")
+    for name, r in alerts.items():
+        if r.get("labels", {}).get("severity") not in ("critical", "warning") or not r.get("annotations", {}).get(
+                "summary"):
+            failures.append(f"monitoring: alert {name} lacks a severity or a summary")
+    if shutil.which("promtool"):
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+            f.write(yaml.safe_dump({"groups": groups}))
+            f.flush()
+            check = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True)
+            if check.returncode != 0:
+                failures.append(f"monitoring: promtool check rules:\n{check.stdout}{check.stderr}")
+    dashboards = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get(
+        "grafana_dashboard") == "1"]
+    if not dashboards:
+        failures.append("monitoring: no dashboard ConfigMap labelled grafana_dashboard=1")
+    for cm in dashboards:
+        for key, text in cm["data"].items():
+            try:
+                dashboard = json.loads(text)
+            except ValueError as e:
+                failures.append(f"monitoring: {cm['metadata']['name']}/{key} is not JSON: {e}")
+                continue
+            empty = [p["title"] for p in dashboard["panels"] if p["type"] != "row" and not (
+                p.get("targets") and all(t.get("expr") for t in p["targets"]))]
+            if empty:
+                failures.append(f"monitoring: {key}: panels without a query: {empty}")
+    monitors = sorted(d["metadata"]["name"] for d in docs if d["kind"] == "ServiceMonitor")
+    if monitors != ["slurm-operator", "slurm-operator-webhook"]:
+        failures.append(f"monitoring: ServiceMonitors {monitors}")
+    bare = [d["kind"] for d in yaml.safe_load_all(render("slurm-operator", "slurm-operator", "slinky", sets)) if d
+            and d["kind"] in ("PrometheusRule", "ServiceMonitor")]
+    if bare:
+        failures.append(f"monitoring: {bare} rendered without their CRDs")
 
 
 def check_operator_slinky_defaults(failures):
@@ -844,6 +908,7 @@ def main():
             check_operator_slinky_values(failures)
             check_operator_precedence(failures)
             check_operator_notes(failures)
+            check_operator_monitoring(failures)
             check_operator_slinky_defaults(failures)
         if "slurm" in SELECTED:
             check_crs_fit_crds(failures)

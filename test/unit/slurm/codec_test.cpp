@@ -144,7 +144,9 @@ TEST(DecodeJobs, JobFieldsAreEverythingTheDecoderReads) {
   const json job = {{"job_id", 11},
                     {"name", "sample"},
                     {"user_name", "slurm"},
+                    {"account", "physics"},
                     {"partition", "ns1"},
+                    {"state_reason", "None"},
                     {"job_state", {"COMPLETED"}},
                     {"nodes", "n[1-2]"},
                     {"start_time", number(1796203747)},
@@ -157,6 +159,8 @@ TEST(DecodeJobs, JobFieldsAreEverythingTheDecoderReads) {
   const auto b = decode_jobs({{"jobs", {kept}}}, kV0044);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->jobs, b->jobs);
+  EXPECT_EQ(b->jobs[0].account, "physics");
+  EXPECT_EQ(b->jobs[0].state_reason, "None");
 }
 
 TEST(DecodeJobs, ReadsAFiniteTimeLimitInMinutes) {

@@ -279,7 +279,7 @@ minAvailable: 1
 "": [nameOverride, fullnameOverride, namespaceOverride, image, imagePullPolicy, imagePullSecrets,
      priorityClassName, crds, replicas, leaderElection, serviceAccount, rbac, podAnnotations,
      podLabels, nodeSelector, tolerations, affinity, operator, webhook, certManager,
-     propagatedNodeConditions, extraObjects, global, slurm-operator-crds]
+     monitoring, propagatedNodeConditions, extraObjects, global, slurm-operator-crds]
 operator: [enabled, replicas, leaderElection, image, imagePullPolicy, serviceAccount, nodeSelector,
            affinity, tolerations, topologySpreadConstraints, podSecurityContext, securityContext,
            pdb, logLevel, logFormat, namespaces, workers, accountingWorkers, controllerWorkers,
@@ -293,4 +293,5 @@ webhook: [enabled, replicas, image, imagePullPolicy, serviceAccount, logLevel, l
           nodeSelector, affinity, tolerations, topologySpreadConstraints, podSecurityContext,
           securityContext, pdb, certificate, resources]
 certManager: [enabled, secretName, duration, renewBefore]
+monitoring: [prometheusRule, dashboards]
 {{- end -}}

@@ -1,0 +1,194 @@
+#include "operator/cluster_metrics.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <string_view>
+#include <utility>
+
+namespace tightrope::op {
+namespace {
+
+using metrics::Labels;
+
+Labels of(const std::string& ns, const std::string& controller) {
+  return {{"namespace", ns}, {"controller", controller}};
+}
+
+Labels with(Labels labels, std::string name, std::string value) {
+  labels.emplace_back(std::move(name), std::move(value));
+  return labels;
+}
+
+Labels group_labels(const std::string& ns, const std::string& controller, const JobGroup& g) {
+  return with(with(with(with(of(ns, controller), "partition", g.partition), "account", g.account),
+                   "state", g.state),
+              "reason", g.reason);
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// The label of an attempt's outcome: "ok", or the kind of error ("unavailable", ...).
+std::string outcome(const slurm::Error* error) {
+  if (error == nullptr) {
+    return "ok";
+  }
+  std::string kind = slurm::to_string(error->kind);
+  std::replace(kind.begin(), kind.end(), ' ', '_');
+  return kind;
+}
+
+// One entry of a gres string without its "(...)" tail, split at ':'.
+int64_t entry_gpus(std::string_view entry) {
+  entry = entry.substr(0, entry.find('('));
+  if (entry.substr(0, entry.find(':')) != "gpu") {
+    return 0;
+  }
+  const size_t last = entry.rfind(':');
+  if (last == std::string_view::npos) {
+    return 0;
+  }
+  const std::string_view count = entry.substr(last + 1);
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
+  return ec == std::errc() && end == count.data() + count.size() ? n : 0;
+}
+
+}  // namespace
+
+int64_t gpu_count(const std::string& gres) {
+  int64_t total = 0;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= gres.size(); ++i) {
+    const char c = i < gres.size() ? gres[i] : ',';
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (c == ',' && depth <= 0) {
+      total += entry_gpus(std::string_view(gres).substr(start, i - start));
+      start = i + 1;
+      depth = 0;
+    }
+  }
+  return total;
+}
+
+std::map<JobGroup, int64_t> count_jobs(const std::map<int64_t, slurm::Job>& jobs) {
+  std::map<JobGroup, int64_t> out;
+  for (const auto& [id, job] : jobs) {
+    for (const char* state : {"PENDING", "RUNNING", "SUSPENDED"}) {
+      if (job.has(state)) {
+        const bool pending = std::string_view(state) == "PENDING";
+        ++out[{job.partition, job.account, lower(state), pending ? job.state_reason : ""}];
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+ClusterMetrics::ClusterMetrics(metrics::Registry& registry)
+    : requests_(registry.counter(
+          "tightrope_slurm_requests_total",
+          "Requests to slurmrestd (each attempt) by HTTP method and outcome: ok, or the kind of "
+          "failure (unavailable, unauthorized, invalid, not_found, protocol).",
+          {"namespace", "controller", "method", "outcome"})),
+      jobs_(registry.gauge("tightrope_slurm_jobs",
+                           "Active jobs by partition, account, state (pending, running, suspended) "
+                           "and, for pending jobs, Slurm's reason.",
+                           {"namespace", "controller", "partition", "account", "state", "reason"})),
+      gpus_(registry.gauge("tightrope_slurm_gpus",
+                           "GPUs of each NodeSet's Slurm nodes: configured (gres) and allocated "
+                           "(gres_used); nodeset \"\" for nodes of no NodeSet.",
+                           {"namespace", "controller", "nodeset", "state"})),
+      not_responding_(registry.gauge(
+          "tightrope_slurm_nodes_not_responding",
+          "Slurm nodes of each NodeSet whose slurmd does not answer slurmctld (NOT_RESPONDING).",
+          {"namespace", "controller", "nodeset"})),
+      up_(registry.gauge("tightrope_slurm_up",
+                         "1 while the operator's change feed reads slurmrestd, 0 while it fails.",
+                         {"namespace", "controller"})) {}
+
+std::function<void(const std::string&, const slurm::Error*)> ClusterMetrics::attempts(
+    std::string ns, std::string controller) {
+  return [this, labels = of(ns, controller)](const std::string& method, const slurm::Error* error) {
+    requests_.with(with(with(labels, "method", method), "outcome", outcome(error))).inc();
+  };
+}
+
+void ClusterMetrics::report(const std::string& ns, const std::string& controller,
+                            const std::map<int64_t, slurm::Job>& jobs,
+                            const std::map<std::string, slurm::Node>& nodes,
+                            const std::function<std::string(const std::string&)>& nodeset_of) {
+  const std::map<JobGroup, int64_t> counts = count_jobs(jobs);
+  struct Tally {
+    int64_t gpus = 0;
+    int64_t gpus_allocated = 0;
+    int64_t not_responding = 0;
+  };
+  // By NodeSet; nodes of none count only when they have GPUs.
+  std::map<std::string, Tally> tallies;
+  for (const auto& [name, node] : nodes) {
+    const std::string nodeset = nodeset_of(name);
+    const int64_t gpus = gpu_count(node.gres);
+    if (nodeset.empty() && gpus == 0) {
+      continue;
+    }
+    Tally& t = tallies[nodeset];
+    t.gpus += gpus;
+    t.gpus_allocated += gpus > 0 ? gpu_count(node.gres_used) : 0;
+    t.not_responding += node.has("NOT_RESPONDING") ? 1 : 0;
+  }
+  for (const auto& [group, n] : counts) {
+    jobs_.with(group_labels(ns, controller, group)).set(static_cast<double>(n));
+  }
+  for (const auto& [nodeset, t] : tallies) {
+    const Labels labels = with(of(ns, controller), "nodeset", nodeset);
+    gpus_.with(with(labels, "state", "configured")).set(static_cast<double>(t.gpus));
+    gpus_.with(with(labels, "state", "allocated")).set(static_cast<double>(t.gpus_allocated));
+    not_responding_.with(labels).set(static_cast<double>(t.not_responding));
+  }
+  std::lock_guard lock(mu_);
+  const std::string key = ns + "/" + controller;
+  std::set<JobGroup>& groups = groups_[key];
+  for (const auto& gone : groups) {
+    if (counts.count(gone) == 0) {
+      jobs_.remove(group_labels(ns, controller, gone));
+    }
+  }
+  groups.clear();
+  for (const auto& [group, n] : counts) {
+    groups.insert(group);
+  }
+  std::set<std::string>& sets = nodesets_[key];
+  for (const auto& gone : sets) {
+    if (tallies.count(gone) == 0) {
+      gpus_.remove(with(of(ns, controller), "nodeset", gone));
+      not_responding_.remove(with(of(ns, controller), "nodeset", gone));
+    }
+  }
+  sets.clear();
+  for (const auto& [nodeset, t] : tallies) {
+    sets.insert(nodeset);
+  }
+}
+
+void ClusterMetrics::up(const std::string& ns, const std::string& controller, bool up) {
+  up_.with(of(ns, controller)).set(up ? 1 : 0);
+}
+
+void ClusterMetrics::forget(const std::string& ns, const std::string& controller) {
+  const Labels labels = of(ns, controller);
+  for (metrics::GaugeFamily* family : {&jobs_, &gpus_, &not_responding_, &up_}) {
+    family->remove(labels);
+  }
+  requests_.remove(labels);
+  std::lock_guard lock(mu_);
+  groups_.erase(ns + "/" + controller);
+  nodesets_.erase(ns + "/" + controller);
+}
+
+}  // namespace tightrope::op
