@@ -229,6 +229,7 @@ std::optional<Readiness> NodeSetReconciler::slurmctld_has_loaded(const api::Node
 }
 
 kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request) {
+  const auto began = NodeSetMetrics::Clock::now();
   const kube::ResourceType& type = resources::nodesets();
   const std::string key = request.key();
   const auto doc = cache_.get(type, key);
@@ -275,7 +276,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       std::vector<api::Condition> all = verdict.conditions;
       all.push_back({"Ready", verdict.readiness.ready ? "True" : "False", verdict.readiness.reason,
                      "", 0, ""});
-      metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all);
+      metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all, began);
     }
   };
   if (plan.stop) {

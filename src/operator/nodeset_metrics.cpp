@@ -50,11 +50,25 @@ NodeSetMetrics::NodeSetMetrics(metrics::Registry& registry)
       condition_(registry.gauge("tightrope_nodeset_condition",
                                 "1 for the current status of each NodeSet condition, 0 for the "
                                 "other statuses.",
-                                {"namespace", "nodeset", "type", "status"})) {}
+                                {"namespace", "nodeset", "type", "status"})),
+      sync_(registry.histogram(
+          "tightrope_nodeset_sync_seconds",
+          "Seconds from the operator seeing a change that concerns a NodeSet (source slurm: its "
+          "Slurm nodes or their jobs, by the change feed; node: a Kubernetes Node of its pods) to "
+          "the end of the reconcile that acted on it.",
+          {"namespace", "nodeset", "source"}, metrics::exponential_buckets(0.005, 2, 14))) {}
+
+void NodeSetMetrics::seen(const std::string& ns, const std::string& nodeset,
+                          const std::string& source, Clock::time_point at) {
+  std::lock_guard lock(mu_);
+  // The first: a burst of changes waits as long as its oldest.
+  unseen_[ns + "/" + nodeset].emplace(source, at);
+}
 
 void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
                             const nlohmann::json& status,
-                            const std::vector<api::Condition>& conditions) {
+                            const std::vector<api::Condition>& conditions,
+                            Clock::time_point began) {
   const Labels labels = of(ns, nodeset);
   desired_.with(labels).set(number(status, "desired"));
   ready_.with(labels).set(number(status, "readyReplicas"));
@@ -70,6 +84,21 @@ void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
     }
   }
   std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  auto waiting = unseen_.find(ns + "/" + nodeset);
+  if (waiting != unseen_.end()) {
+    // A change seen after this reconcile began may have come too late for it: the next one
+    // observes it.
+    for (auto it = waiting->second.begin(); it != waiting->second.end();) {
+      if (it->second <= began) {
+        sync_.with(with(labels, "source", it->first))
+            .observe(std::chrono::duration<double>(now - it->second).count());
+        it = waiting->second.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   std::set<std::string>& before = types_[ns + "/" + nodeset];
   for (const auto& gone : before) {
     if (types.count(gone) == 0) {
@@ -84,8 +113,10 @@ void NodeSetMetrics::forget(const std::string& ns, const std::string& nodeset) {
   for (metrics::GaugeFamily* family : {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_}) {
     family->remove(labels);
   }
+  sync_.remove(labels);
   std::lock_guard lock(mu_);
   types_.erase(ns + "/" + nodeset);
+  unseen_.erase(ns + "/" + nodeset);
 }
 
 }  // namespace tightrope::op

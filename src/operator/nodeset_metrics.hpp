@@ -1,9 +1,12 @@
 // A NodeSet's status as Prometheus gauges, for dashboards and alerts that need no access to the
 // Kubernetes API: replicas wanted, ready and updated, its Slurm nodes by state, and each
 // condition (kube-state-metrics' shape: one series per possible status, 1 for the current one).
-// Set after each reconcile from what it published; dropped when the NodeSet is gone.
+// Set after each reconcile from what it published; dropped when the NodeSet is gone. And how long
+// a change waited for the reconcile that acted on it (a Slurm node drained -> its pod's
+// condition; a Node cordoned -> its Slurm nodes drained).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -20,11 +23,18 @@ class NodeSetMetrics {
  public:
   explicit NodeSetMetrics(metrics::Registry& registry);
 
+  using Clock = std::chrono::steady_clock;
+
   // `status` as published (desired, readyReplicas, updatedReplicas, slurmIdle, ...) and every
-  // condition, Ready included.
+  // condition, Ready included, by a reconcile that began at `began`: every change seen before
+  // then is now acted on, and its wait is observed.
   void report(const std::string& ns, const std::string& nodeset, const nlohmann::json& status,
-              const std::vector<api::Condition>& conditions);
+              const std::vector<api::Condition>& conditions, Clock::time_point began);
   void forget(const std::string& ns, const std::string& nodeset);
+  // The operator saw a change that concerns the NodeSet: "slurm" (its nodes or their jobs, from
+  // the change feed) or "node" (a Kubernetes Node of its pods: cordon, taints, conditions).
+  void seen(const std::string& ns, const std::string& nodeset, const std::string& source,
+            Clock::time_point at);
 
  private:
   metrics::GaugeFamily& desired_;
@@ -32,7 +42,10 @@ class NodeSetMetrics {
   metrics::GaugeFamily& updated_;
   metrics::GaugeFamily& slurm_nodes_;
   metrics::GaugeFamily& condition_;
+  metrics::HistogramFamily& sync_;
   std::mutex mu_;
+  // The first change not yet acted on, by "namespace/nodeset" and source.
+  std::map<std::string, std::map<std::string, Clock::time_point>> unseen_;
   // The condition types last reported, by "namespace/nodeset": a type that goes (a reservation
   // removed) takes its series with it.
   std::map<std::string, std::set<std::string>> types_;

@@ -167,11 +167,16 @@ void Operator::wire() {
     }
     return out;
   };
-  slurm_.set_listener([nodesets, nodeset_docs_of](const std::string& controller_key,
-                                                  const NodeSetIndex::Touched* touched) {
+  NodeSetMetrics* const sync = nodeset_metrics_.get();
+  slurm_.set_listener([nodesets, nodeset_docs_of, sync](const std::string& controller_key,
+                                                        const NodeSetIndex::Touched* touched) {
     const Request controller = Request::from_key(controller_key);
     if (touched != nullptr) {
+      const auto now = NodeSetMetrics::Clock::now();
       for (const auto& name : touched->nodesets) {
+        if (sync != nullptr) {
+          sync->seen(controller.namespace_name, name, "slurm", now);
+        }
         nodesets->enqueue({controller.namespace_name, name});
       }
       if (touched->unlinked.empty()) {
@@ -206,7 +211,7 @@ void Operator::wire() {
       factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
   cache_.add(kube::resources::nodes(), &kube_nodes);
   informers_.push_back(&kube_nodes);
-  nodesets->watch_mapped<Document>(kube_nodes, [shared_cache](const Document& node) {
+  nodesets->watch_mapped<Document>(kube_nodes, [shared_cache, sync](const Document& node) {
     std::vector<Request> out;
     // DaemonSet-mode NodeSets: any Node may start or stop being theirs.
     for (const auto& nodeset : shared_cache->list_all(resources::nodesets())) {
@@ -219,6 +224,12 @@ void Operator::wire() {
       if (owner != nullptr && owner->kind == "NodeSet" &&
           pod->doc.value("/spec/nodeName"_json_pointer, std::string()) == node.meta.name) {
         out.push_back({pod->meta.namespace_name, owner->name});
+      }
+    }
+    if (sync != nullptr) {
+      const auto now = NodeSetMetrics::Clock::now();
+      for (const auto& r : out) {
+        sync->seen(r.namespace_name, r.name, "node", now);
       }
     }
     return out;

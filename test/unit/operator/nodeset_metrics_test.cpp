@@ -13,6 +13,10 @@ api::Condition condition(std::string type, std::string status) {
   return {std::move(type), std::move(status), "", "", 0, ""};
 }
 
+NodeSetMetrics::Clock::time_point now() {
+  return NodeSetMetrics::Clock::now();
+}
+
 const nlohmann::json kStatus = {{"desired", 3},    {"readyReplicas", 2},     {"updatedReplicas", 1},
                                 {"slurmIdle", 1},  {"slurmAllocated", 1},    {"slurmDown", 1},
                                 {"slurmDrain", 1}, {"nodeSetHash", "ns-abc"}};
@@ -21,7 +25,7 @@ TEST(NodeSetMetrics, ShowTheStatusCountsAndEachConditionsStatus) {
   metrics::Registry registry;
   NodeSetMetrics m(registry);
   m.report("slurm", "gpu", kStatus,
-           {condition("Ready", "False"), condition("JobsConfined", "Unknown")});
+           {condition("Ready", "False"), condition("JobsConfined", "Unknown")}, now());
   const std::string text = registry.render();
   EXPECT_THAT(
       text,
@@ -44,8 +48,8 @@ TEST(NodeSetMetrics, AConditionThatGoesTakesItsSeries) {
   metrics::Registry registry;
   NodeSetMetrics m(registry);
   m.report("slurm", "cpu", kStatus,
-           {condition("Ready", "True"), condition("ReservationCreated", "True")});
-  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")});
+           {condition("Ready", "True"), condition("ReservationCreated", "True")}, now());
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")}, now());
   EXPECT_THAT(registry.render(), Not(HasSubstr("ReservationCreated")));
   EXPECT_THAT(registry.render(), HasSubstr("type=\"Ready\",status=\"True\"} 1\n"));
 }
@@ -53,12 +57,35 @@ TEST(NodeSetMetrics, AConditionThatGoesTakesItsSeries) {
 TEST(NodeSetMetrics, AGoneNodeSetLeavesNoSeriesAndTheOthersStay) {
   metrics::Registry registry;
   NodeSetMetrics m(registry);
-  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")});
-  m.report("slurm", "gpu", kStatus, {condition("Ready", "True")});
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")}, now());
+  m.report("slurm", "gpu", kStatus, {condition("Ready", "True")}, now());
   m.forget("slurm", "cpu");
   const std::string text = registry.render();
   EXPECT_THAT(text, Not(HasSubstr("nodeset=\"cpu\"")));
   EXPECT_THAT(text, HasSubstr("nodeset=\"gpu\""));
+}
+
+TEST(NodeSetMetrics, AChangeWaitsForTheReconcileThatBeganAfterItWasSeen) {
+  metrics::Registry registry;
+  NodeSetMetrics m(registry);
+  const auto began = now();
+  m.seen("slurm", "cpu", "slurm", began - std::chrono::seconds(2));
+  m.seen("slurm", "cpu", "slurm", began - std::chrono::seconds(1));  // the first one counts
+  m.seen("slurm", "cpu", "node", began + std::chrono::seconds(1));   // too late for this one
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")}, began);
+  std::string text = registry.render();
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_sync_seconds_count{namespace=\"slurm\","
+                              "nodeset=\"cpu\",source=\"slurm\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_sync_seconds_bucket{namespace=\"slurm\","
+                              "nodeset=\"cpu\",source=\"slurm\",le=\"2.56\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_sync_seconds_bucket{namespace=\"slurm\","
+                              "nodeset=\"cpu\",source=\"slurm\",le=\"1.28\"} 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("source=\"node\"")));
+  m.report("slurm", "cpu", kStatus, {condition("Ready", "True")}, began + std::chrono::seconds(2));
+  text = registry.render();
+  EXPECT_THAT(text, HasSubstr("tightrope_nodeset_sync_seconds_count{namespace=\"slurm\","
+                              "nodeset=\"cpu\",source=\"node\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("source=\"slurm\"} 1\n"));  // observed once only
 }
 
 }  // namespace
