@@ -1,13 +1,14 @@
-"""Metrics, scraped for real: a Prometheus server (Debian's) on the host scrapes the operator's and
-slurmctld's endpoints, found through their ServiceMonitors' selectors, and answers queries over
-what it scraped; every endpoint's exposition passes `promtool check metrics`. Runs after
-test_site.py, on the bed's node."""
+"""Metrics, scraped for real: a Prometheus server (Debian's) on the host scrapes the operator's,
+the webhook's and slurmctld's endpoints, found through their ServiceMonitors' selectors, and
+answers queries over what it scraped; every endpoint's exposition passes `promtool check
+metrics`. The chart's PrometheusRule is loaded into the same Prometheus and its dashboard's
+queries are asked of it after a workload: every panel shows series, every rule reads series that
+exist, and alerts caused on purpose fire. Runs after test_site.py, on the bed's node."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import socket
+import re
 import subprocess
 import urllib.parse
 import urllib.request
@@ -16,99 +17,28 @@ from pathlib import Path
 import pytest
 
 from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
-                     install_operator, job_state, kubectl, node_states, submit, wait_until)
+                     install_operator, job_state, kubectl, node_states, slurm, submit, wait_until)
+from monitoring import monitoring_crd, running_prometheus, scrape_configs
 
-# The ServiceMonitor kind as the Prometheus Operator's CRD serves it, without its schema: the
-# operator and the chart only need the API to exist.
-SERVICE_MONITOR_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-             "names": {"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors",
-                       "singular": "servicemonitor"},
-             "versions": [{"name": "v1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object",
-                                                          "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+MONITORING_KINDS = ("ServiceMonitor", "PrometheusRule")
+# The operator's release with its ServiceMonitors, rules and dashboards; two alerts made to fire
+# here: a drain held for 10 s, and a certificate (valid ten years) expiring within a hundred.
+OPERATOR_VALUES = ("operator.serviceMonitor.enabled=true", "monitoring.prometheusRule.enabled=true",
+                   "monitoring.dashboards.enabled=true", "monitoring.prometheusRule.drainStuckFor=10s",
+                   "monitoring.prometheusRule.certificateExpiryDays=36500")
 
 METRICS_VALUES = {"controller": {"metrics": {"enabled": True, "serviceMonitor": {"enabled": True}}}}
 SLURMCTLD_PATHS = ["/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"]
 
 
-def endpoint_targets(namespaces: list[str], selector: dict, port: str) -> list[dict]:
-    """The ready addresses of the Endpoints of every Service in `namespaces` whose labels hold
-    `selector`, on the port named `port`: what Prometheus' Kubernetes discovery (role endpoints)
-    finds and a ServiceMonitor's selector keeps."""
-    groups = []
-    for ns in namespaces:
-        for svc in get("services", ns=ns).get("items", []):
-            labels = svc["metadata"].get("labels", {})
-            if any(labels.get(k) != v for k, v in selector.items()):
-                continue
-            endpoints = get("endpoints", svc["metadata"]["name"], ns)
-            for subset in endpoints.get("subsets", []):
-                ports = [p["port"] for p in subset.get("ports", []) if p.get("name") == port]
-                for address in subset.get("addresses", []):
-                    for number in ports:
-                        groups.append({"targets": [f"{address['ip']}:{number}"],
-                                       "labels": {"namespace": ns, "service": svc["metadata"]["name"],
-                                                  "pod": address.get("targetRef", {}).get("name", "")}})
-    return groups
-
-
-def scrape_configs(monitors: list[dict]) -> list[dict]:
-    """What the Prometheus Operator makes of each ServiceMonitor: a job per endpoint, over the
-    Endpoints of the Services its selector matches in the namespaces it names. Debian's Prometheus
-    is built without Kubernetes discovery, so the test discovers (endpoint_targets) and hands
-    Prometheus the targets as static ones."""
-    jobs = []
-    for m in monitors:
-        spec = m["spec"]
-        namespaces = spec.get("namespaceSelector", {}).get("matchNames", [m["metadata"]["namespace"]])
-        for i, endpoint in enumerate(spec["endpoints"]):
-            jobs.append({
-                "job_name": f"serviceMonitor/{m['metadata']['namespace']}/{m['metadata']['name']}/{i}",
-                "metrics_path": endpoint.get("path", "/metrics"),
-                "scrape_interval": "5s", "scrape_timeout": "4s",
-                "static_configs": endpoint_targets(namespaces, spec["selector"]["matchLabels"], endpoint["port"]),
-            })
-    return jobs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Prometheus:
-    def __init__(self, url: str):
-        self.url = url
-
-    def api(self, path: str, **params) -> dict:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def answers(self) -> bool:
-        try:
-            return bool(self.api("status/buildinfo"))
-        except OSError:  # not listening yet
-            return False
-
-    def query(self, expr: str) -> list[dict]:
-        return self.api("query", query=expr)["result"]
-
-    def targets(self) -> list[dict]:
-        return self.api("targets", state="active")["activeTargets"]
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    kubectl("apply", "-f", "-", stdin=json.dumps(SERVICE_MONITOR_CRD))
-    kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com", "--timeout=60s")
-    install_operator("operator.serviceMonitor.enabled=true")
+    for kind in MONITORING_KINDS:
+        kubectl("apply", "-f", "-", stdin=json.dumps(monitoring_crd(kind)))
+        kubectl("wait", "--for=condition=Established", f"crd/{kind.lower()}s.monitoring.coreos.com",
+                "--timeout=60s")
+    install_operator(*OPERATOR_VALUES)
     kubectl("create", "namespace", NS, check=False)
     overlay = Path(ENV["TESTBED_DIR"]) / "metrics-values.json"
     overlay.write_text(json.dumps(METRICS_VALUES))
@@ -119,50 +49,38 @@ def cluster():
     yield
     helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
     helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
-    kubectl("delete", "crd", "servicemonitors.monitoring.coreos.com", "--wait=true", timeout=120)
+    for kind in MONITORING_KINDS:
+        kubectl("delete", "crd", f"{kind.lower()}s.monitoring.coreos.com", "--wait=true", timeout=120)
 
 
 @pytest.fixture(scope="module")
 def prometheus(cluster, tmp_path_factory):
     monitors = get("servicemonitors", ns=OPERATOR_NS).get("items", []) + get("servicemonitors").get("items", [])
     names = sorted(m["metadata"]["name"] for m in monitors)
-    assert names == ["slurm-controller", "slurm-operator"], names
+    assert names == ["slurm-controller", "slurm-operator", "slurm-operator-webhook"], names
     work = tmp_path_factory.mktemp("prometheus")
-    config = work / "prometheus.yml"
-    config.write_text(json.dumps({"global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
-                                  "scrape_configs": scrape_configs(monitors)}))
-    check = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
+    # The chart's PrometheusRule as the Prometheus Operator hands it over: its groups in a file.
+    rule_objects = get("prometheusrules", ns=OPERATOR_NS).get("items", [])
+    assert [r["metadata"]["name"] for r in rule_objects] == ["slurm-operator"], rule_objects
+    rules = work / "rules.yml"
+    rules.write_text(json.dumps({"groups": rule_objects[0]["spec"]["groups"]}))
+    check = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    port = free_port()
-    log = (work / "prometheus.log").open("w")
-    server = subprocess.Popen(
-        [shutil.which("prometheus"), f"--config.file={config}", f"--storage.tsdb.path={work / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        p = Prometheus(f"http://127.0.0.1:{port}")
-        wait_until("Prometheus to answer", p.answers, 60,
-                   lambda: (work / "prometheus.log").read_text())
+    config = {"global": {"scrape_interval": "5s", "evaluation_interval": "5s"},
+              "rule_files": [str(rules)], "scrape_configs": scrape_configs(monitors)}
+    with running_prometheus(work, config) as p:
         yield p
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=10)
-        log.close()
 
 
 def test_prometheus_finds_and_scrapes_every_endpoint_through_the_servicemonitors(prometheus):
     def all_up():
         targets = prometheus.targets()
         paths = sorted(urllib.parse.urlparse(t["scrapeUrl"]).path for t in targets)
-        if paths == sorted(["/metrics"] + SLURMCTLD_PATHS) and all(t["health"] == "up" for t in targets):
+        if paths == sorted(["/metrics", "/metrics"] + SLURMCTLD_PATHS) and all(t["health"] == "up" for t in targets):
             return targets
         return None
 
-    targets = wait_until("Prometheus to scrape the operator and slurmctld's four endpoints", all_up, 120,
+    targets = wait_until("Prometheus to scrape the operator, the webhook and slurmctld's four endpoints", all_up, 120,
                          lambda: json.dumps(prometheus.targets(), indent=1))
     for t in targets:
         assert t["labels"]["namespace"] in (NS, OPERATOR_NS), t["labels"]
@@ -193,7 +111,7 @@ def test_prometheus_answers_with_the_clusters_state_and_the_operators_work(prome
     reconciles = wait_until("the operator's reconciles",
                             lambda: series('sum by (controller) (controller_runtime_reconcile_total)'), 60)
     assert {r["metric"]["controller"] for r in reconciles} >= {"nodeset", "controller"}, reconciles
-    assert series('sum(up) == 5'), prometheus.query("up")
+    assert series('sum(up) == 6'), prometheus.query("up")
     # The NodeSet as the operator counts it: 2 wanted, 2 ready, 2 idle Slurm nodes, Ready True.
     for expr in (f'tightrope_nodeset_desired_replicas{{nodeset="{NODESET}"}} == 2',
                  f'tightrope_nodeset_ready_replicas{{nodeset="{NODESET}"}} == 2',
@@ -202,3 +120,84 @@ def test_prometheus_answers_with_the_clusters_state_and_the_operators_work(prome
                  f'tightrope_nodeset_condition{{nodeset="{NODESET}",type="JobsConfined",status="False"}} == 1'):
         wait_until(expr, lambda: series(expr), 60, lambda: json.dumps(prometheus.query(
             f'{{__name__=~"tightrope_nodeset_.*",nodeset="{NODESET}"}}'), indent=1))
+
+
+# What a dashboard's variables stand for when its queries are asked directly.
+DASHBOARD_VARIABLES = {"$namespace": ".*", "$__rate_interval": "1m", "$slurmctld_job": ".+-controller"}
+PROMQL_WORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left",
+                "group_right", "inf", "nan"}
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers outside strings, label matchers,
+    ranges and grouping lists that are not functions, keywords or numbers."""
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", " ", bare)
+    bare = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", bare)
+    names = set()
+    for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", bare):
+        rest = bare[m.end():].lstrip()
+        if rest.startswith("(") or m.group() in PROMQL_WORDS or bare[m.start() - 1:m.start()].isdigit():
+            continue
+        names.add(m.group())
+    return names
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, query) of every panel of every dashboard the operator's chart installed, with
+    its variables filled in."""
+    maps = get("configmaps", ns=OPERATOR_NS)["items"]
+    dashboards = [json.loads(text) for m in maps if m["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+                  for text in m.get("data", {}).values()]
+    assert dashboards, "no ConfigMap labelled grafana_dashboard=1"
+    queries = []
+    for dashboard in dashboards:
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):
+                expr = target["expr"]
+                for variable, value in DASHBOARD_VARIABLES.items():
+                    expr = expr.replace(variable, value)
+                assert "$" not in expr, f"{panel['title']}: a variable the test does not know: {expr}"
+                queries.append((panel["title"], expr))
+    return queries
+
+
+def test_every_dashboard_panel_and_rule_reads_live_series_and_caused_alerts_fire(prometheus):
+    worker = sorted(node_states())[0]
+    # A workload that gives every panel something to show: a job running on each worker, one
+    # waiting for Resources and one held, a drained node (the drain alert's 10 s pass).
+    jobs = [submit("--exclusive", "-N1", "--wrap", "sleep 300") for _ in range(3)]
+    jobs.append(submit("--hold", "--wrap", "true"))
+    try:
+        wait_until("two jobs running and two pending",
+                   lambda: sorted(job_state(j) for j in jobs) == ["PENDING", "PENDING", "RUNNING", "RUNNING"],
+                   60, cluster_state)
+        slurm("scontrol", "update", f"nodename={worker}", "state=drain", "reason=metrics-e2e")
+
+        def dead_panels():
+            dead = [f"{title}: {expr}" for title, expr in dashboard_queries() if not prometheus.query(expr)]
+            return None if dead else True
+
+        wait_until("every dashboard panel to show series", dead_panels, 120,
+                   lambda: "\n".join(f"{t}: {e}" for t, e in dashboard_queries() if not prometheus.query(e)))
+
+        # Every rule is evaluated without error, and every metric it reads has series.
+        # "0001-01-01..." is Prometheus' time of a rule never evaluated.
+        rules = wait_until("Prometheus to evaluate every rule",
+                           lambda: (r := prometheus.rules()) and all(
+                               not x["lastEvaluation"].startswith("0001") for x in r) and r, 60)
+        broken = [f"{r['name']}: {r.get('lastError')}" for r in rules if r["health"] != "ok"]
+        assert not broken, broken
+        missing = {f"{r['name']}: {name}" for r in rules for name in metric_names(r["query"])
+                   if not prometheus.query(f'count({{__name__="{name}"}})')}
+        assert not missing, sorted(missing)
+        expected = {"SlurmNodeDrainStuck", "SlurmOperatorWebhookCertificateExpiring"}
+        wait_until(f"alerts {sorted(expected)} to fire", lambda: prometheus.firing() >= expected, 90,
+                   lambda: json.dumps(prometheus.api("alerts"), indent=1))
+        # Nothing else fires on a healthy cluster.
+        assert prometheus.firing() == expected, prometheus.firing()
+        pending = prometheus.query(f'tightrope_slurm_jobs{{state="pending",namespace="{NS}"}}')
+        assert {p["metric"]["reason"] for p in pending} >= {"Resources", "JobHeldUser"}, pending
+    finally:
+        slurm("scontrol", "update", f"nodename={worker}", "state=resume", check=False)
+        slurm("scancel", *jobs, check=False)

@@ -752,7 +752,13 @@ json build_controller_service_monitor(const api::Controller& c) {
     }
   }
   for (const auto& e : wanted) {
-    json endpoint = {{"port", "slurmctld"}, {"path", e.path}};
+    // Four paths on one port would make four targets with the same labels, whose `up` and
+    // scrape series collide: the path tells them apart.
+    json endpoint = {{"port", "slurmctld"},
+                     {"path", e.path},
+                     {"relabelings", json::array({{{"action", "replace"},
+                                                   {"sourceLabels", {"__metrics_path__"}},
+                                                   {"targetLabel", "metrics_path"}}})}};
     const std::string interval = e.interval.empty() ? m.interval : e.interval;
     const std::string timeout = e.scrape_timeout.empty() ? m.scrape_timeout : e.scrape_timeout;
     if (!interval.empty()) {

@@ -778,7 +778,7 @@ def check_operator_notes(failures):
 
 
 ALERTS = {"SlurmctldDown", "SlurmUnreachableFromOperator", "SlurmNodesNotResponding", "SlurmNodeDrainStuck",
-          "NodeSetScaleInBlocked", "SlurmRestErrors", "SlurmOperatorNotLeading", "SlurmOperatorAbsent",
+          "NodeSetScaleInBlocked", "SlurmRestErrors", "SlurmdbdBacklog", "SlurmOperatorNotLeading", "SlurmOperatorAbsent",
           "SlurmOperatorReconcileErrors", "SlurmOperatorWebhookCertificateExpiring"}
 
 

@@ -129,3 +129,8 @@ def test_the_manifest_digest_is_read_from_an_oci_archive(images, tmp_path):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     assert images.oci_archive_manifest(archive) == "sha256:cafe"
+
+
+def test_a_tools_image_is_built_only_when_named(images):
+    assert "keda" not in [i.name for i in images.select([])]
+    assert [i.name for i in images.select(["keda"])] == ["keda"]

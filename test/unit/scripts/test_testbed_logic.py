@@ -126,3 +126,11 @@ def test_the_slurm_conf_binds_daemons_to_their_addresses_not_to_any(testbed):
     # An empty Topology= swallows the next token; the nvlink partition names its topology.
     assert re.search(r"Topology=(\s|$)", conf) is None
     assert "PartitionName=nvlink Nodes=tb State=UP MaxTime=INFINITE Topology=nvlink" in conf
+
+
+def test_an_optional_tool_names_each_binary_of_its_packages(testbed):
+    assert testbed.tool_files("keda") == ["bin/operator", "bin/adapter"]
+    assert testbed.tool_path("keda/adapter") == testbed.tool_dir("keda") / "bin" / "adapter"
+    assert testbed.tool_files("helm") == ["bin/helm"]
+    with pytest.raises(testbed.BedError, match="keda/operator"):
+        testbed.tool_path("keda/nothing")
