@@ -10,6 +10,7 @@ import json
 import shutil
 import socket
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -86,6 +87,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 class Prometheus:
     def __init__(self, url: str):
         self.url = url
+        self.started = time.time()
 
     def api(self, path: str, **params) -> dict:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
@@ -102,6 +104,9 @@ class Prometheus:
 
     def query(self, expr: str) -> list[dict]:
         return self.api("query", query=expr)["result"]
+
+    def query_range(self, expr: str, start: float, end: float, step: float = 5) -> list[dict]:
+        return self.api("query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step=str(step))["result"]
 
     def targets(self) -> list[dict]:
         return self.api("targets", state="active")["activeTargets"]

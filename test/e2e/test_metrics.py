@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import subprocess
 import urllib.parse
 import urllib.request
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import dashboard_plot
 from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
                      install_operator, job_state, kubectl, node_states, slurm, submit, wait_until)
 from monitoring import monitoring_crd, running_prometheus, scrape_configs
@@ -143,15 +145,19 @@ def metric_names(expr: str) -> set[str]:
     return names
 
 
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(panel title, query) of every panel of every dashboard the operator's chart installed, with
-    its variables filled in."""
+def dashboards() -> list[dict]:
+    """Every dashboard the operator's chart installed."""
     maps = get("configmaps", ns=OPERATOR_NS)["items"]
-    dashboards = [json.loads(text) for m in maps if m["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
-                  for text in m.get("data", {}).values()]
-    assert dashboards, "no ConfigMap labelled grafana_dashboard=1"
+    found = [json.loads(text) for m in maps if m["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+             for text in m.get("data", {}).values()]
+    assert found, "no ConfigMap labelled grafana_dashboard=1"
+    return found
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, query) of every panel of every dashboard, with its variables filled in."""
     queries = []
-    for dashboard in dashboards:
+    for dashboard in dashboards():
         for panel in dashboard["panels"]:
             for target in panel.get("targets", []):
                 expr = target["expr"]
@@ -198,6 +204,11 @@ def test_every_dashboard_panel_and_rule_reads_live_series_and_caused_alerts_fire
         assert prometheus.firing() == expected, prometheus.firing()
         pending = prometheus.query(f'tightrope_slurm_jobs{{state="pending",namespace="{NS}"}}')
         assert {p["metric"]["reason"] for p in pending} >= {"Resources", "JobHeldUser"}, pending
+        # What the dashboard shows of this file's run, drawn from the same queries.
+        picture = Path(ENV["TESTBED_DIR"]) / "dashboard.svg"
+        picture.write_text(dashboard_plot.render(dashboards()[0], prometheus.query_range, prometheus.started,
+                                                 time.time(), DASHBOARD_VARIABLES))
+        print(f"\ndashboard drawn: {picture}")
     finally:
         slurm("scontrol", "update", f"nodename={worker}", "state=resume", check=False)
         slurm("scancel", *jobs, check=False)
