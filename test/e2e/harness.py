@@ -9,6 +9,7 @@ import os
 import shlex
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,6 +123,16 @@ def pod_condition(pod: dict, type_: str) -> str:
         if c["type"] == type_:
             return c["status"]
     return ""
+
+
+def operator_metrics() -> str:
+    """The operator's /metrics, from its pod (the host reaches the node's pod network)."""
+    pods = [p for p in get("pods", ns=OPERATOR_NS).get("items", [])
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurm-operator"
+            and p.get("status", {}).get("podIP")]
+    assert pods, "no operator pod with an IP"
+    with urllib.request.urlopen(f"http://{pods[0]['status']['podIP']}:8080/metrics", timeout=10) as r:
+        return r.read().decode()
 
 
 def nodeset_condition(name: str, type_: str) -> dict:

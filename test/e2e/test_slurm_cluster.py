@@ -13,7 +13,7 @@ from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
                      install_operator, job_state, kubectl, login_pod, node_states, nodeset_condition, nodeset_ready,
-                     pod_condition, run, slurm, submit, wait_until, workers)
+                     operator_metrics, pod_condition, run, slurm, submit, wait_until, workers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,6 +306,11 @@ def test_a_job_gets_the_gpus_it_asks_for_and_dcgm_sees_whose_they_are():
     # Memory asked for: without it a job takes the whole node's, and the second would wait.
     held = submit("-p", "gpu", "--gres=gpu:3", "--mem=100M", "--time=2", "--wrap", "sleep 60")
     wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
+    # The operator counts them as the dashboard shows them: four GPUs, three allocated.
+    gpus = f'nodeset="{GPU_NODESET}",state='
+    wait_until("the operator's metrics to count the held job's GPUs",
+               lambda: f'{gpus}"allocated"}} 3\n' in (text := operator_metrics()) and f'{gpus}"configured"}} 4\n' in text,
+               30, lambda: "\n".join(line for line in operator_metrics().splitlines() if "tightrope_slurm_gpus" in line))
     out = slurm("srun", "-p", "gpu", "--gres=gpu:1", "--mem=100M", "printenv", "CUDA_VISIBLE_DEVICES",
                 timeout=60)
     assert out.strip() == "3", out
