@@ -159,6 +159,16 @@ def webhook_answers() -> bool:
     return "failed calling webhook" not in r.stderr
 
 
+def install_cluster(name: str, overlay: dict) -> None:
+    """The slurm chart as release "slurm" in namespace "slurm": single-node.yaml with `overlay`
+    over it (kept as <bed>/<name>-values.json for a person to look at)."""
+    kubectl("create", "namespace", NS, check=False)
+    path = Path(ENV["TESTBED_DIR"]) / f"{name}-values.json"
+    path.write_text(json.dumps(overlay))
+    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+         "-f", str(path), timeout=120)
+
+
 def install_operator(*values: str):
     """The operator's chart (`values`: helm --set arguments); returns once its admission webhook
     answers: Helm's --wait ends when the webhook pod is Ready, and kube-proxy may program its

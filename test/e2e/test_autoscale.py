@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
+from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, cluster_state, get, helm, install_cluster,
                      install_operator, job_state, kubectl, run, slurm, submit, wait_until, workers)
 from monitoring import endpoint_targets, running_prometheus
 
@@ -89,11 +89,7 @@ def keda():
 @pytest.fixture(scope="module")
 def cluster(keda):
     install_operator()
-    kubectl("create", "namespace", NS, check=False)
-    overlay = Path(ENV["TESTBED_DIR"]) / "autoscale-values.json"
-    overlay.write_text(json.dumps(AUTOSCALE_VALUES))
-    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-         "-f", str(overlay), timeout=120)
+    install_cluster("autoscale", AUTOSCALE_VALUES)
     wait_until("the login pod to answer sinfo",
                lambda: slurm("sinfo", "-h", "-o", "%P", check=False).strip(), 300, cluster_state, period=5)
     yield

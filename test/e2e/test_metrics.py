@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import dashboard_plot
-from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
+from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, cluster_state, get, helm, install_cluster,
                      install_operator, job_state, kubectl, node_states, slurm, submit, wait_until)
 from monitoring import monitoring_crd, running_prometheus, scrape_configs
 
@@ -41,11 +41,7 @@ def cluster():
         kubectl("wait", "--for=condition=Established", f"crd/{kind.lower()}s.monitoring.coreos.com",
                 "--timeout=60s")
     install_operator(*OPERATOR_VALUES)
-    kubectl("create", "namespace", NS, check=False)
-    overlay = Path(ENV["TESTBED_DIR"]) / "metrics-values.json"
-    overlay.write_text(json.dumps(METRICS_VALUES))
-    helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-         "-f", str(overlay), timeout=120)
+    install_cluster("metrics", METRICS_VALUES)
     wait_until("sinfo to show 2 idle workers",
                lambda: list(node_states().values()) == ["idle", "idle"], 420, cluster_state, period=5)
     yield
