@@ -17,6 +17,12 @@ namespace tightrope::metrics {
 // Label name -> value. Families accept the names in any order; they render in the family's order.
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// `labels` and one more: a child's labels from its parent's.
+inline Labels plus(Labels labels, std::string name, std::string value) {
+  labels.emplace_back(std::move(name), std::move(value));
+  return labels;
+}
+
 // All metric operations are thread-safe. Updates are lock-free.
 class Counter {
  public:

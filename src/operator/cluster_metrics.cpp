@@ -10,18 +10,14 @@ namespace tightrope::op {
 namespace {
 
 using metrics::Labels;
+using metrics::plus;
 
 Labels of(const std::string& ns, const std::string& controller) {
   return {{"namespace", ns}, {"controller", controller}};
 }
 
-Labels with(Labels labels, std::string name, std::string value) {
-  labels.emplace_back(std::move(name), std::move(value));
-  return labels;
-}
-
 Labels group_labels(const std::string& ns, const std::string& controller, const JobGroup& g) {
-  return with(with(with(with(of(ns, controller), "partition", g.partition), "account", g.account),
+  return plus(plus(plus(plus(of(ns, controller), "partition", g.partition), "account", g.account),
                    "state", g.state),
               "reason", g.reason);
 }
@@ -115,7 +111,7 @@ ClusterMetrics::ClusterMetrics(metrics::Registry& registry)
 std::function<void(const std::string&, const slurm::Error*)> ClusterMetrics::attempts(
     std::string ns, std::string controller) {
   return [this, labels = of(ns, controller)](const std::string& method, const slurm::Error* error) {
-    requests_.with(with(with(labels, "method", method), "outcome", outcome(error))).inc();
+    requests_.with(plus(plus(labels, "method", method), "outcome", outcome(error))).inc();
   };
 }
 
@@ -146,9 +142,9 @@ void ClusterMetrics::report(const std::string& ns, const std::string& controller
     jobs_.with(group_labels(ns, controller, group)).set(static_cast<double>(n));
   }
   for (const auto& [nodeset, t] : tallies) {
-    const Labels labels = with(of(ns, controller), "nodeset", nodeset);
-    gpus_.with(with(labels, "state", "configured")).set(static_cast<double>(t.gpus));
-    gpus_.with(with(labels, "state", "allocated")).set(static_cast<double>(t.gpus_allocated));
+    const Labels labels = plus(of(ns, controller), "nodeset", nodeset);
+    gpus_.with(plus(labels, "state", "configured")).set(static_cast<double>(t.gpus));
+    gpus_.with(plus(labels, "state", "allocated")).set(static_cast<double>(t.gpus_allocated));
     not_responding_.with(labels).set(static_cast<double>(t.not_responding));
   }
   std::lock_guard lock(mu_);
@@ -166,8 +162,8 @@ void ClusterMetrics::report(const std::string& ns, const std::string& controller
   std::set<std::string>& sets = nodesets_[key];
   for (const auto& gone : sets) {
     if (tallies.count(gone) == 0) {
-      gpus_.remove(with(of(ns, controller), "nodeset", gone));
-      not_responding_.remove(with(of(ns, controller), "nodeset", gone));
+      gpus_.remove(plus(of(ns, controller), "nodeset", gone));
+      not_responding_.remove(plus(of(ns, controller), "nodeset", gone));
     }
   }
   sets.clear();

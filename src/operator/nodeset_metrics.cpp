@@ -7,14 +7,10 @@ namespace tightrope::op {
 namespace {
 
 using metrics::Labels;
+using metrics::plus;
 
 Labels of(const std::string& ns, const std::string& nodeset) {
   return {{"namespace", ns}, {"nodeset", nodeset}};
-}
-
-Labels with(Labels labels, std::string name, std::string value) {
-  labels.emplace_back(std::move(name), std::move(value));
-  return labels;
 }
 
 double number(const nlohmann::json& status, const char* field) {
@@ -74,13 +70,13 @@ void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
   ready_.with(labels).set(number(status, "readyReplicas"));
   updated_.with(labels).set(number(status, "updatedReplicas"));
   for (const auto& [field, state] : kSlurmStates) {
-    slurm_nodes_.with(with(labels, "state", state)).set(number(status, field));
+    slurm_nodes_.with(plus(labels, "state", state)).set(number(status, field));
   }
   std::set<std::string> types;
   for (const auto& c : conditions) {
     types.insert(c.type);
     for (const char* s : kStatuses) {
-      condition_.with(with(with(labels, "type", c.type), "status", s)).set(c.status == s ? 1 : 0);
+      condition_.with(plus(plus(labels, "type", c.type), "status", s)).set(c.status == s ? 1 : 0);
     }
   }
   std::lock_guard lock(mu_);
@@ -91,7 +87,7 @@ void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
     // observes it.
     for (auto it = waiting->second.begin(); it != waiting->second.end();) {
       if (it->second <= began) {
-        sync_.with(with(labels, "source", it->first))
+        sync_.with(plus(labels, "source", it->first))
             .observe(std::chrono::duration<double>(now - it->second).count());
         it = waiting->second.erase(it);
       } else {
@@ -102,7 +98,7 @@ void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
   std::set<std::string>& before = types_[ns + "/" + nodeset];
   for (const auto& gone : before) {
     if (types.count(gone) == 0) {
-      condition_.remove(with(labels, "type", gone));
+      condition_.remove(plus(labels, "type", gone));
     }
   }
   before = std::move(types);
