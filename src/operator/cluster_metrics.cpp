@@ -109,7 +109,7 @@ ClusterMetrics::ClusterMetrics(metrics::Registry& registry)
                          {"namespace", "controller"})) {}
 
 std::function<void(const std::string&, const slurm::Error*)> ClusterMetrics::attempts(
-    std::string ns, std::string controller) {
+    const std::string& ns, const std::string& controller) {
   return [this, labels = of(ns, controller)](const std::string& method, const slurm::Error* error) {
     requests_.with(plus(plus(labels, "method", method), "outcome", outcome(error))).inc();
   };

@@ -29,7 +29,11 @@ struct JobGroup {
   std::string account;
   std::string state;   // "pending", "running", "suspended"
   std::string reason;  // Slurm's state_reason for pending jobs ("Resources"), else ""
-  auto operator<=>(const JobGroup&) const = default;
+  bool operator==(const JobGroup&) const = default;
+  bool operator<(const JobGroup& o) const {
+    return std::tie(partition, account, state, reason) <
+           std::tie(o.partition, o.account, o.state, o.reason);
+  }
 };
 
 // Active jobs counted by group; ended ones (which the feed keeps for MinJobAge) count nothing.
@@ -40,8 +44,8 @@ class ClusterMetrics {
   explicit ClusterMetrics(metrics::Registry& registry);
 
   // What ClientOptions::on_attempt should call for the Controller `ns`/`controller`.
-  std::function<void(const std::string&, const slurm::Error*)> attempts(std::string ns,
-                                                                        std::string controller);
+  std::function<void(const std::string&, const slurm::Error*)> attempts(
+      const std::string& ns, const std::string& controller);
   // After each poll that changed something. `nodeset_of` names a node's NodeSet ("" for none).
   void report(const std::string& ns, const std::string& controller,
               const std::map<int64_t, slurm::Job>& jobs,
