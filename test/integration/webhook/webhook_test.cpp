@@ -413,7 +413,8 @@ TEST_F(Webhook, ReviewsByVerdictAndTheCertificatesExpiryAreMetrics) {
   EXPECT_THAT(text,
               HasSubstr("tightrope_webhook_review_duration_seconds_count{kind=\"Controller\"}"));
   // The test certificate is valid for two days from its making.
-  const std::string name = "tightrope_webhook_certificate_expiry_timestamp_seconds ";
+  // The sample's line, not the HELP line that also names the metric.
+  const std::string name = "\ntightrope_webhook_certificate_expiry_timestamp_seconds ";
   const size_t at = text.find(name);
   ASSERT_NE(at, std::string::npos) << text;
   const double expiry = std::stod(text.substr(at + name.size()));
