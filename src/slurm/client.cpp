@@ -138,8 +138,10 @@ Result<Conditional<NodeList>> Client::list_nodes(const NodeQuery& query) {
     path += sep + "update_time=" + std::to_string(epoch_seconds(*query.changed_since));
     sep = "&";
   }
+  // DETAIL: without it slurmctld leaves gres_used empty (as scontrol does without -d).
+  path += sep + "flags=DETAIL";
   if (query.include_future) {
-    path += sep + "flags=FUTURE";
+    path += "&flags=FUTURE";
   }
   const std::vector<std::string> fields = node_fields(*options_.version);
   auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields);
