@@ -1,10 +1,11 @@
 #include "operator/cluster_metrics.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <string_view>
 #include <utility>
+
+#include "operator/build/common.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -20,12 +21,6 @@ Labels group_labels(const std::string& ns, const std::string& controller, const 
   return plus(plus(plus(plus(of(ns, controller), "partition", g.partition), "account", g.account),
                    "state", g.state),
               "reason", g.reason);
-}
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
 }
 
 // The label of an attempt's outcome: "ok", or the kind of error ("unavailable", ...).
@@ -78,7 +73,7 @@ std::map<JobGroup, int64_t> count_jobs(const std::map<int64_t, slurm::Job>& jobs
     for (const char* state : {"PENDING", "RUNNING", "SUSPENDED"}) {
       if (job.has(state)) {
         const bool pending = std::string_view(state) == "PENDING";
-        ++out[{job.partition, job.account, lower(state), pending ? job.state_reason : ""}];
+        ++out[{job.partition, job.account, build::lower(state), pending ? job.state_reason : ""}];
         break;
       }
     }

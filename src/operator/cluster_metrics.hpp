@@ -29,7 +29,6 @@ struct JobGroup {
   std::string account;
   std::string state;   // "pending", "running", "suspended"
   std::string reason;  // Slurm's state_reason for pending jobs ("Resources"), else ""
-  bool operator==(const JobGroup&) const = default;
   bool operator<(const JobGroup& o) const {
     return std::tie(partition, account, state, reason) <
            std::tie(o.partition, o.account, o.state, o.reason);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "kube/controller.hpp"
 #include "slurm/hostlist.hpp"
 
 namespace tightrope::op {
@@ -126,8 +127,9 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
   options.timeout = std::chrono::milliseconds(5000);
   options.max_attempts = 2;
   ClusterMetrics* const metrics = metrics_;
-  const std::string ns = key.substr(0, key.find('/'));
-  const std::string name = key.substr(key.find('/') + 1);
+  const kube::Request controller = kube::Request::from_key(key);
+  const std::string& ns = controller.namespace_name;
+  const std::string& name = controller.name;
   if (metrics != nullptr) {
     options.on_attempt = metrics->attempts(ns, name);
   }
@@ -176,7 +178,8 @@ void SlurmClients::erase(const std::string& key) {
     stop_feed(it->second);
     clients_.erase(it);
     if (metrics_ != nullptr) {
-      metrics_->forget(key.substr(0, key.find('/')), key.substr(key.find('/') + 1));
+      const kube::Request controller = kube::Request::from_key(key);
+      metrics_->forget(controller.namespace_name, controller.name);
     }
   }
 }
