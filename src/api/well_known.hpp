@@ -24,6 +24,9 @@ inline constexpr std::string_view kLabelNodeSetScalingMode =
 inline constexpr std::string_view kLabelLoginSetPodName = "loginset.slinky.slurm.net/pod-name";
 
 inline constexpr std::string_view kAnnotationPodCordon = "nodeset.slinky.slurm.net/pod-cordon";
+// Tightrope's own: an administrator's request (kubectl slurm drain) that the operator drain this
+// worker pod's Slurm node, with the reason; removing it undoes the drain.
+inline constexpr std::string_view kAnnotationPodDrainReason = "tightrope.slurm.net/drain-reason";
 inline constexpr std::string_view kAnnotationPodDeletionCost =
     "nodeset.slinky.slurm.net/pod-deletion-cost";
 inline constexpr std::string_view kAnnotationPodDeadline = "nodeset.slinky.slurm.net/pod-deadline";

@@ -154,6 +154,7 @@ WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
     w.ready_since = ready->value("lastTransitionTime", "");
   }
   w.cordoned = build::annotation(pod, api::kAnnotationPodCordon) == "true";
+  w.drain_request = build::annotation(pod, api::kAnnotationPodDrainReason);
   w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
   w.deadline_annotation = build::annotation(pod, api::kAnnotationPodDeadline);
   if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
@@ -1360,21 +1361,30 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   const std::string problems =
       kube_node != nullptr ? node_problems(kube_node->doc, world.propagated_node_conditions) : "";
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
-  if ((cordoned || !problems.empty()) && !admin) {
-    const bool named = !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
-    const std::string reason = !problems.empty() && !(cordoned && named)
-                                   ? with_prefix(problems)
-                                   : cordon_reason(kube_node->doc, key);
+  // kubectl slurm drain: the administrator's reason, kept by the operator like a cordon's.
+  const bool requested = !w.drain_request.empty();
+  if ((cordoned || !problems.empty() || requested) && !admin) {
+    const bool named = kube_node != nullptr &&
+                       !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
+    const std::string reason = !problems.empty() && !(cordoned && named) ? with_prefix(problems)
+                               : cordoned ? cordon_reason(kube_node->doc, key)
+                                          : with_prefix(sanitized(w.drain_request, 256));
     if (!node.drain() || node.reason != reason) {
       add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
-          {{false, cordoned ? "NodeCordon" : "NodeProblem",
-            "Kubernetes node " + w.kube_node +
-                (cordoned ? " is cordoned" : " reports " + problems) + ": drained " + w.hostname +
-                " (pod " + w.name + ")"}});
+          {{false,
+            cordoned            ? "NodeCordon"
+            : !problems.empty() ? "NodeProblem"
+                                : "DrainRequested",
+            cordoned || !problems.empty()
+                ? "Kubernetes node " + w.kube_node +
+                      (cordoned ? " is cordoned" : " reports " + problems) + ": drained " +
+                      w.hostname + " (pod " + w.name + ")"
+                : "Drained " + w.hostname + " (pod " + w.name +
+                      ") as asked: " + sanitized(w.drain_request, 256)}});
     }
     set_pod_cordon(w, true);
-  } else if (!cordoned && problems.empty()) {
+  } else if (!cordoned && problems.empty() && !requested) {
     if (node.drain() && operator_reason(node.reason)) {
       add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",

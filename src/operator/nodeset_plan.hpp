@@ -42,6 +42,8 @@ struct WorkerPod {
   std::string resource_version;  // as the cache has it
   bool terminating = false;
   bool cordoned = false;  // annotation pod-cordon=true
+  // An administrator asked for its Slurm node to be drained (annotation drain-reason), "" if not.
+  std::string drain_request;
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
   std::string start_failure;
   // Why the scheduler finds no Node for it (PodScheduled=False, Unschedulable: "0/3 nodes are

@@ -28,7 +28,7 @@ Result<Done> Client::done(const Result<Answer>& answer) {
 }
 
 Client::Client(ClientOptions options, std::shared_ptr<TokenSource> tokens)
-    : options_(std::move(options)), tokens_(std::move(tokens)) {
+    : options_(std::move(options)), tokens_(std::move(tokens)), http_(options_.tls) {
   while (!options_.url.empty() && options_.url.back() == '/') {
     options_.url.pop_back();
   }
@@ -57,6 +57,7 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
   if (!options_.user_name.empty()) {
     req.headers.emplace_back("X-SLURM-USER-NAME", options_.user_name);
   }
+  req.headers.insert(req.headers.end(), options_.headers.begin(), options_.headers.end());
   const std::string what = method + " " + path;
   auto sent = http_.send(req);
   if (!sent) {
@@ -337,6 +338,11 @@ Result<Ping> Client::ping() {
     return fail(answer.error());
   }
   return decode_ping(answer->doc, *options_.version);
+}
+
+Result<Done> Client::accounting_diag() {
+  return done(call("GET", "/slurmdb/" + std::string(options_.version->name) + "/diag", std::nullopt,
+                   Safety::kIdempotent));
 }
 
 Result<Diag> Client::diag() {

@@ -27,6 +27,11 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{2000};
   std::string user_name;  // optional X-SLURM-USER-NAME
+  // For an https slurmrestd, or for the API server's service proxy in front of it.
+  http::TlsOptions tls;
+  // Sent with every request: the API server's own credentials when its service proxy carries
+  // the requests (it authenticates them and passes X-SLURM-USER-TOKEN on).
+  std::vector<std::pair<std::string, std::string>> headers;
   // Told of every attempt's outcome (null: it succeeded), on the calling thread: for metrics.
   std::function<void(const std::string& method, const Error* error)> on_attempt;
 };
@@ -80,6 +85,8 @@ class Client {
   // The controller.
   Result<Ping> ping();  // not an authentication check: slurmrestd answers without asking
   Result<Diag> diag();
+  // slurmdbd through slurmrestd (its openapi/slurmdbd plugin): Done when slurmdbd answers.
+  Result<Done> accounting_diag();
   Result<Done> reconfigure();
 
   const ClientOptions& options() const { return options_; }

@@ -326,6 +326,39 @@ TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
   EXPECT_EQ(undrains[0].node, "cpu-0");
 }
 
+TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
+  Bed bed(1, 1);
+  bed.world.pods[0].drain_request = "bad DIMM\nslot 3";
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: bad DIMMslot 3");
+  const auto cordons = all_of<PatchPod>(plan);
+  ASSERT_EQ(cordons.size(), 1U);
+  EXPECT_EQ(cordons[0].what, "cordon");
+
+  // Drained as asked: nothing more to do while the request stays.
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = drains[0].reason;
+  bed.world.pods[0].cordoned = true;
+  EXPECT_TRUE(all_of<DrainSlurmNode>(bed.plan()).empty());
+
+  // The request withdrawn: the operator's drain is undone.
+  bed.world.pods[0].drain_request.clear();
+  plan = bed.plan();
+  ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+}
+
+TEST(NodeSetPlan, ADrainRequestNeverOverwritesAnAdministratorsDrain) {
+  Bed bed(1, 1);
+  bed.world.pods[0].drain_request = "maintenance";
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "replacing a fan";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
+}
+
 TEST(NodeSetPlan, APropagatedNodeConditionDrainsWithItsReasonAndUndrainsWhenItClears) {
   Bed bed(1, 1);
   bed.world.propagated_node_conditions = {"CPUProblem", "GPUProblem"};
