@@ -15,6 +15,9 @@ namespace tightrope::cli {
 namespace {
 
 namespace build = op::build;
+using doctor::diagnose;
+using doctor::explain_pending_reason;
+using doctor::PendingReason;
 
 using json_pointer = json::json_pointer;
 

@@ -4,10 +4,13 @@
 
 #include <string>
 
-#include "cli/doctor.hpp"
 #include "cli/view.hpp"
+#include "doctor/checks.hpp"
 
 namespace tightrope::cli {
+
+using doctor::Finding;
+using doctor::Severity;
 
 // How text is drawn: colours only on a terminal.
 struct Style {

@@ -12,6 +12,7 @@
 #include "api/well_known.hpp"
 #include "kube/base64.hpp"
 #include "kube/config.hpp"
+#include "kube/time.hpp"
 #include "operator/build/common.hpp"
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
@@ -85,6 +86,17 @@ std::string secret_value(kube::Client& kube, const std::string& ns, const std::s
   }
   auto decoded = kube::decode_base64((*data)[key].get<std::string>());
   return decoded ? *decoded : "";
+}
+
+// When an object was last written: its creation, or the latest managedFields entry.
+std::optional<Time> last_written(const json& object) {
+  auto latest = kube::parse_time(str_at(object, "/metadata/creationTimestamp"_json_pointer));
+  for (const auto& m : object.value("/metadata/managedFields"_json_pointer, json::array())) {
+    if (auto t = kube::parse_time(m.value("time", ""))) {
+      latest = latest ? std::max(*latest, *t) : *t;
+    }
+  }
+  return latest;
 }
 
 std::optional<Time> certificate_not_after(const std::string& pem, std::string* error) {
@@ -204,87 +216,6 @@ void gather_operator(kube::Client& kube, OperatorView& op) {
 }
 
 }  // namespace
-
-std::string str_at(const json& doc, const json_pointer& at) {
-  if (!doc.contains(at)) {
-    return "";
-  }
-  const json& v = doc.at(at);
-  return v.is_string() ? v.get<std::string>() : (v.is_null() ? "" : v.dump());
-}
-
-std::string label(const json& doc, const std::string& key) {
-  const json_pointer at("/metadata/labels");
-  if (!doc.contains(at) || !doc.at(at).is_object()) {
-    return "";
-  }
-  const json& labels = doc.at(at);
-  const auto it = labels.find(key);
-  return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-std::string annotation(const json& doc, const std::string& key) {
-  return build::annotation(doc, key);
-}
-
-std::string node_state(const slurm::Node& node) {
-  std::vector<std::string> words;
-  for (const auto& w : node.state) {
-    if (w != "DYNAMIC_NORM") {
-      words.push_back(w);
-    }
-  }
-  return build::join(words, "+");
-}
-
-std::string name_of(const json& doc) {
-  return str_at(doc, "/metadata/name"_json_pointer);
-}
-
-const json* condition(const json& doc, const std::string& type) {
-  const json_pointer at("/status/conditions");
-  if (!doc.contains(at) || !doc.at(at).is_array()) {
-    return nullptr;
-  }
-  for (const auto& c : doc.at(at)) {
-    if (c.value("type", "") == type) {
-      return &c;
-    }
-  }
-  return nullptr;
-}
-
-std::string ClusterView::controller_name() const {
-  return name_of(controller);
-}
-
-const json* ClusterView::pod_of_slurm_node(const std::string& node) const {
-  for (const auto& p : pods) {
-    if (label(p, std::string(api::kLabelName)) == "slurmd" &&
-        label(p, std::string(api::kLabelNodeSetPodHostname)) == node) {
-      return &p;
-    }
-  }
-  return nullptr;
-}
-
-const json* ClusterView::kube_node(const std::string& name) const {
-  for (const auto& n : kube_nodes) {
-    if (name_of(n) == name) {
-      return &n;
-    }
-  }
-  return nullptr;
-}
-
-const json* ClusterView::nodeset(const std::string& name) const {
-  for (const auto& n : nodesets) {
-    if (name_of(n) == name) {
-      return &n;
-    }
-  }
-  return nullptr;
-}
 
 tightrope::Result<std::vector<std::string>, std::string> list_controllers(kube::Client& kube,
                                                                           const std::string& ns) {
@@ -448,6 +379,9 @@ tightrope::Result<ClusterView, std::string> gather(kube::Client& kube,
     const auto& ref = decoded->spec.slurm_key_ref;
     if (!ref.name.empty()) {
       view.slurm_key_hash = build::sha256_hex(secret_value(kube, ns, ref.name, ref.key, &u));
+      if (auto secret = kube.get(kube::resources::secrets(), ns, ref.name)) {
+        view.slurm_key_changed_at = last_written(*secret);
+      }
     }
     if (const api::KeyRef* jwt = decoded->spec.jwt_key()) {
       jwt_key = secret_value(kube, ns, jwt->name, jwt->key, &u);

@@ -8,9 +8,9 @@
 #include <iostream>
 
 #include "cli/actions.hpp"
-#include "cli/doctor.hpp"
 #include "cli/report.hpp"
 #include "cli/view.hpp"
+#include "doctor/checks.hpp"
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "operator/resources.hpp"
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
 
   if (doctor->parsed() && list) {
     nlohmann::json catalog = nlohmann::json::array();
-    for (const auto& check : cli::catalog()) {
+    for (const auto& check : doctor::catalog()) {
       catalog.push_back({{"id", check.id}, {"symptom", check.symptom}, {"fix", check.fix}});
       if (flags.output == "text") {
         std::cout << check.id << "\t" << check.symptom << "\n";
@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& id : only) {
     bool known = false;
-    for (const auto& check : cli::catalog()) {
+    for (const auto& check : doctor::catalog()) {
       known = known || check.id == id;
     }
     if (!known) {
@@ -225,9 +225,9 @@ int main(int argc, char** argv) {
     return print(flags, *report, cli::render_explain(*report, style));
   }
   if (doctor->parsed()) {
-    const auto findings = cli::diagnose(*view, only);
+    const auto findings = doctor::diagnose(*view, only);
     print(flags, cli::findings_report(findings), cli::render_findings(findings, style));
-    return cli::failing(findings) ? kProblems : 0;
+    return doctor::failing(findings) ? kProblems : 0;
   }
   cli::ActionOptions action{reason, std::chrono::seconds(wait_seconds), gather.slurm};
   cli::ActionResult done = fail(std::string("no command"));

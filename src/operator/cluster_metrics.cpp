@@ -101,7 +101,31 @@ ClusterMetrics::ClusterMetrics(metrics::Registry& registry)
           {"namespace", "controller", "nodeset"})),
       up_(registry.gauge("tightrope_slurm_up",
                          "1 while the operator's change feed reads slurmrestd, 0 while it fails.",
-                         {"namespace", "controller"})) {}
+                         {"namespace", "controller"})),
+      findings_(registry.gauge(
+          "tightrope_doctor_findings",
+          "Problems the operator's doctor checks find, by check (docs/troubleshooting.md) and "
+          "severity (warning, critical).",
+          {"namespace", "controller", "check", "severity"})) {}
+
+void ClusterMetrics::findings(
+    const std::string& ns, const std::string& controller,
+    const std::map<std::pair<std::string, std::string>, int64_t>& counts) {
+  const Labels labels = of(ns, controller);
+  std::lock_guard lock(mu_);
+  auto& seen = checks_[ns + "/" + controller];
+  for (const auto& gone : seen) {
+    if (counts.count(gone) == 0) {
+      findings_.remove(plus(plus(labels, "check", gone.first), "severity", gone.second));
+    }
+  }
+  seen.clear();
+  for (const auto& [key, n] : counts) {
+    findings_.with(plus(plus(labels, "check", key.first), "severity", key.second))
+        .set(static_cast<double>(n));
+    seen.insert(key);
+  }
+}
 
 std::function<void(const std::string&, const slurm::Error*)> ClusterMetrics::attempts(
     const std::string& ns, const std::string& controller) {
@@ -173,13 +197,14 @@ void ClusterMetrics::up(const std::string& ns, const std::string& controller, bo
 
 void ClusterMetrics::forget(const std::string& ns, const std::string& controller) {
   const Labels labels = of(ns, controller);
-  for (metrics::GaugeFamily* family : {&jobs_, &gpus_, &not_responding_, &up_}) {
+  for (metrics::GaugeFamily* family : {&jobs_, &gpus_, &not_responding_, &up_, &findings_}) {
     family->remove(labels);
   }
   requests_.remove(labels);
   std::lock_guard lock(mu_);
   groups_.erase(ns + "/" + controller);
   nodesets_.erase(ns + "/" + controller);
+  checks_.erase(ns + "/" + controller);
 }
 
 }  // namespace tightrope::op

@@ -50,6 +50,10 @@ class ClusterMetrics {
               const std::map<int64_t, slurm::Job>& jobs,
               const std::map<std::string, slurm::Node>& nodes,
               const std::function<std::string(const std::string&)>& nodeset_of);
+  // The problems the operator's checks found (diagnosis.hpp), by check and severity; a check
+  // that no longer finds anything loses its series.
+  void findings(const std::string& ns, const std::string& controller,
+                const std::map<std::pair<std::string, std::string>, int64_t>& counts);
   // Whether the feed reads slurmrestd now.
   void up(const std::string& ns, const std::string& controller, bool up);
   // The Controller is gone: its series go with it.
@@ -61,11 +65,13 @@ class ClusterMetrics {
   metrics::GaugeFamily& gpus_;
   metrics::GaugeFamily& not_responding_;
   metrics::GaugeFamily& up_;
+  metrics::GaugeFamily& findings_;
   std::mutex mu_;
   // The job groups and NodeSets last reported per "namespace/controller": a group that empties
   // loses its series rather than staying at its last count.
   std::map<std::string, std::set<JobGroup>> groups_;
   std::map<std::string, std::set<std::string>> nodesets_;
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> checks_;
 };
 
 }  // namespace tightrope::op

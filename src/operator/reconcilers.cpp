@@ -1,6 +1,7 @@
 #include "operator/reconcilers.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "api/codec.hpp"
 #include "api/defaults.hpp"
@@ -12,7 +13,9 @@
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/nodeset.hpp"
+#include "operator/cluster_metrics.hpp"
 #include "operator/conditions.hpp"
+#include "operator/diagnosis.hpp"
 #include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
@@ -218,6 +221,9 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
                     Runtime::now());
       next = after(std::min(period, std::chrono::milliseconds(10000)));
     }
+    if (reachable) {
+      diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
+    }
     if (reachable && c.spec.ha.enabled && !c.spec.external) {
       // The client Service follows the slurmctld that answers as primary.
       if (auto pings = client->ping()) {
@@ -262,6 +268,72 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
                         "0/" + std::to_string(want) + " slurmctld pods ready"};
   }
   return report(runtime_, type, c.metadata, before, conditions, ready, next);
+}
+
+void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
+                                    const std::vector<json>& objects,
+                                    const std::string& slurm_key_hash, slurm::Client& client,
+                                    std::vector<api::Condition>& conditions) {
+  const std::string& ns = c.metadata.namespace_name;
+  const std::string key = kube::object_key(ns, c.metadata.name);
+  auto feed = runtime_.slurm().feed(key);
+  if (!feed || !feed->health().synced) {
+    return;  // the next check, once the feed has read Slurm
+  }
+  DiagnosisInputs in;
+  in.now = std::chrono::system_clock::now();
+  in.namespace_name = ns;
+  in.controller = doc;
+  in.slurm_key_hash = slurm_key_hash;
+  in.snapshot = feed->snapshot();
+  for (const auto& n : cache_.list(resources::nodesets(), ns)) {
+    if (n->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == c.metadata.name) {
+      in.nodesets.push_back(n->doc);
+    }
+  }
+  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+    if (const std::string* cluster = p->meta.label(api::kLabelCluster);
+        cluster != nullptr && *cluster == c.metadata.name) {
+      in.pods.push_back(p->doc);
+    }
+  }
+  for (const auto& node : cache_.list_all(kube::resources::nodes())) {
+    in.kube_nodes.push_back(node->doc);
+  }
+  for (const auto& o : objects) {
+    if (o.value("kind", "") == "ConfigMap" &&
+        o.value("/metadata/name"_json_pointer, std::string()) ==
+            build::controller_config_map_name(c)) {
+      in.slurm_conf = o.value("/data/slurm.conf"_json_pointer, std::string());
+    }
+  }
+  if (auto reservations = client.list_reservations()) {
+    in.reservations = std::move(*reservations);
+  }
+  const auto found = problems(doctor::diagnose(diagnosis_view(in), operator_checks()));
+  set_condition(conditions, healthy_condition(found, c.metadata.generation), Runtime::now());
+
+  std::set<std::string> now;
+  std::map<std::pair<std::string, std::string>, int64_t> counts;
+  for (const auto& f : found) {
+    now.insert(finding_key(f));
+    ++counts[{f.check, std::string(doctor::to_string(f.severity))}];
+  }
+  std::set<std::string> before;
+  {
+    std::lock_guard lock(reported_mu_);
+    before = std::exchange(reported_[key], now);
+  }
+  const kube::ObjectReference self{resources::controllers().api_version(), "Controller", ns,
+                                   c.metadata.name, c.metadata.uid};
+  for (const auto& f : found) {
+    if (before.count(finding_key(f)) == 0) {
+      runtime_.events().warning(self, reason_of(f.check), f.subject + ": " + f.message);
+    }
+  }
+  if (ClusterMetrics* metrics = runtime_.slurm().metrics()) {
+    metrics->findings(ns, c.metadata.name, counts);
+  }
 }
 
 // ---- RestApi.

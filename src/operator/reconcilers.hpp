@@ -4,6 +4,10 @@
 // not being ready. A reconcile is safe to repeat and to interrupt at any line.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <set>
+
 #include "operator/reconcile_support.hpp"
 
 namespace tightrope::op {
@@ -12,6 +16,16 @@ class ControllerReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  // The doctor's checks the operator can run (diagnosis.hpp): the Healthy condition, an Event
+  // for each problem not seen at the previous check, the findings gauge.
+  void diagnose(const api::Controller& c, const nlohmann::json& doc,
+                const std::vector<nlohmann::json>& objects, const std::string& slurm_key_hash,
+                slurm::Client& client, std::vector<api::Condition>& conditions);
+
+  std::mutex reported_mu_;
+  std::map<std::string, std::set<std::string>> reported_;  // controller key -> finding keys
 };
 
 class RestApiReconciler : public ResourceReconciler {

@@ -57,6 +57,7 @@ class SlurmClients {
   // Set before the first ensure(): every client counts its requests there, every feed reports
   // its snapshot and health.
   void use_metrics(ClusterMetrics* metrics) { metrics_ = metrics; }
+  ClusterMetrics* metrics() const { return metrics_; }
   // The period of every feed (tests and benchmarks shorten or lengthen it).
   void set_feed_period(std::chrono::milliseconds period);
 

@@ -4,7 +4,8 @@ drains and cordons through the operator, and `doctor` names each failure this fi
 bed, one at a time: what the catalog promises is what a person at 3 a.m. gets.
 
 The cluster: the site's values (accounting on the site's MariaDB, users from LDAP), two workers,
-and SlurmdTimeout=15 so that a silent slurmd shows as NOT_RESPONDING within seconds, not minutes."""
+SlurmdTimeout=15 so that a silent slurmd shows as NOT_RESPONDING within seconds, not minutes, and
+MaxNodeCount=3, which a third Slurm node reaches."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, cluster_state, get, helm,
-                     install_cluster, install_operator, job_state, kubectl, node_states, run, slurm, submit,
-                     wait_until)
+from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
+                     install_cluster, install_operator, job_state, kubectl, node_states, operator_metrics, run,
+                     slurm, submit, wait_until)
 
 PLUGIN = os.environ.get("KUBECTL_SLURM", str(REPO / "build/dev/src/kubectl-slurm"))
 KUBE_NODE = f"{ENV['TESTBED_NAME']}-node"
@@ -86,7 +87,8 @@ def cluster():
     (Path(ENV["TESTBED_DIR"]) / "node" / "home").mkdir(parents=True, exist_ok=True)
     values = json.loads(run(str(REPO / "scripts/testbed"), "--name", ENV["TESTBED_NAME"], "site-values").stdout)
     values["nodesets"]["slinky"]["replicas"] = 2
-    values["controller"]["extraConf"] += "SlurmdTimeout=15\n"
+    # MaxNodeCount=3: a third Slurm node (the orphan test's) reaches it.
+    values["controller"]["extraConf"] += "SlurmdTimeout=15\nMaxNodeCount=3\n"
     install_cluster("kubectl-slurm", values)
     wait_until("sinfo to show 2 idle workers", two_idle, 420, cluster_state, period=5)
     wait_until("doctor to find nothing wrong", lambda: not [f for f in findings() if f["severity"] != "info"],
@@ -158,24 +160,43 @@ def test_doctor_names_a_pending_job_and_translates_why():
     wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60, cluster_state)
 
 
-def test_doctor_names_a_maintenance_reservation():
+def healthy() -> dict:
+    return next((c for c in get("controller", RELEASE).get("status", {}).get("conditions", [])
+                 if c["type"] == "Healthy"), {})
+
+
+def test_doctor_names_a_maintenance_reservation_and_so_does_the_operator():
     slurm("scontrol", "create", "reservation=maint-e2e", "flags=maint", "nodes=ALL", "starttime=now",
           "duration=10", "users=root")
     try:
         f = wait_named("maintenance-reservation", "maint-e2e", severity="warning")
         assert any("flags" in e and "MAINT" in e for e in f["evidence"]), f
+        # Without the plugin: the Controller's condition, an Event, the findings gauge.
+        wait_until("the Controller to be unhealthy", lambda: healthy().get("reason") == "MaintenanceReservation",
+                   90, lambda: json.dumps(healthy()))
+        assert "reservation maint-e2e" in healthy()["message"], healthy()
+        events = get("events")["items"]
+        assert any(e["reason"] == "MaintenanceReservation" and e["involvedObject"]["kind"] == "Controller"
+                   and e["type"] == "Warning" for e in events), [e["reason"] for e in events]
+        assert 'tightrope_doctor_findings{namespace="slurm",controller="slurm",check="maintenance-reservation",' \
+               'severity="warning"} 1' in operator_metrics()
     finally:
         slurm("scontrol", "delete", "reservation=maint-e2e")
     wait_clear("maintenance-reservation")
+    wait_until("the Controller to be healthy again", lambda: healthy().get("status") == "True", 90,
+               lambda: json.dumps(healthy()))
 
 
-def test_doctor_names_a_slurm_node_without_a_pod():
+def test_doctor_names_a_slurm_node_without_a_pod_and_the_node_count_at_its_limit():
     slurm("scontrol", "create", "nodename=ghost-0", "cpus=1", "state=future")
     try:
         wait_named("orphan-slurm-node", "ghost-0")
+        f = wait_named("max-node-count", severity="critical")
+        assert "MaxNodeCount=3" in f["evidence"] and "Slurm nodes: 3" in f["evidence"], f
     finally:
         slurm("scontrol", "delete", "nodename=ghost-0")
     wait_clear("orphan-slurm-node")
+    wait_clear("max-node-count")
 
 
 def test_doctor_notes_an_administrators_drain_and_undrain_lifts_it_in_slurm():
@@ -271,18 +292,24 @@ def test_doctor_names_a_worker_slurm_does_not_know():
     wait_clear("worker-not-registered")
 
 
-def test_doctor_names_a_token_signed_with_another_key():
+def token(name: str, key_secret: str) -> dict:
+    return {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token", "metadata": {"name": name, "namespace": NS},
+            "spec": {"username": "slurm", "jwtKeyRef": {"name": key_secret, "key": "jwt.key"}}}
+
+
+def test_doctor_names_a_token_signed_with_another_key_and_one_with_no_key():
     key = base64.b64encode(os.urandom(32)).decode()
     kubectl("-n", NS, "create", "secret", "generic", "other-jwt-key", f"--from-literal=jwt.key={key}")
-    token = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Token",
-             "metadata": {"name": "e2e-other", "namespace": NS},
-             "spec": {"username": "slurm", "jwtKeyRef": {"name": "other-jwt-key", "key": "jwt.key"}}}
-    kubectl("apply", "-f", "-", stdin=json.dumps(token))
+    kubectl("apply", "-f", "-", stdin=json.dumps(token("e2e-other", "other-jwt-key")))
+    kubectl("apply", "-f", "-", stdin=json.dumps(token("e2e-nokey", "no-such-secret")))
     try:
         f = wait_named("jwt-stale", "e2e-other", severity="critical")
         assert "not signed" in f["message"], f
+        # The operator cannot mint the other one: its Ready condition says why.
+        f = wait_named("resource-not-ready", "Token slurm/e2e-nokey", severity="warning")
+        assert "no-such-secret" in f["evidence"][0], f
     finally:
-        kubectl("-n", NS, "delete", "token", "e2e-other", "--wait=true")
+        kubectl("-n", NS, "delete", "token", "e2e-other", "e2e-nokey", "--wait=true")
         kubectl("-n", NS, "delete", "secret", "other-jwt-key")
 
 
@@ -293,7 +320,6 @@ def test_doctor_names_a_pod_that_cannot_pull_and_one_nothing_can_schedule():
     try:
         f = wait_named("pod-failing", LOGINSET, timeout=120)
         assert any("Image" in e for e in f["evidence"]), f
-        wait_named("resource-not-ready", f"LoginSet {NS}/{LOGINSET}", timeout=120)
     finally:
         kubectl("-n", NS, "patch", "loginset", LOGINSET, "--type=merge", "-p",
                 json.dumps({"spec": {"login": {"image": image}}}))
@@ -309,36 +335,53 @@ def test_doctor_names_a_pod_that_cannot_pull_and_one_nothing_can_schedule():
     wait_clear("pod-unschedulable", timeout=180)
 
 
-def test_doctor_names_a_cluster_at_its_max_node_count():
-    controller = get("controller", RELEASE)
-    conf = controller["spec"]["extraConf"]
-    kubectl("-n", NS, "patch", "controller", RELEASE, "--type=merge", "-p",
-            json.dumps({"spec": {"extraConf": conf + "MaxNodeCount=2\n"}}))
+def test_doctor_names_gpus_the_node_no_longer_advertises(tmp_path):
+    """A GPU NodeSet on the bed's stand-in GPUs; the device plugin stops, the kubelet marks its
+    devices unhealthy and the Node advertises none."""
+    node = ENV["TESTBED_NODE"]
+    product = "NVIDIA-H100-80GB-HBM3"
+    kubectl("label", "node", node, f"nvidia.com/gpu.product={product}", "--overwrite")
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(json.dumps({"nodesets": {"gpu": {
+        "replicas": 1, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
+        "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+        "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}}},
+        "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": product}},
+        "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"}}}}))
+    values = Path(ENV["TESTBED_DIR"]) / "kubectl-slurm-values.json"
+    helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES), "-f", str(values),
+         "-f", str(gpu), timeout=120)
+    wait_until("gpu-0 idle", lambda: node_states().get("gpu-0") == "idle", 300, cluster_state, period=5)
+    bed = str(REPO / "scripts/testbed")
+    run(bed, "--name", ENV["TESTBED_NAME"], "up", "--fake-gpus", "0", timeout=300)
     try:
-        f = wait_named("max-node-count", severity="critical", timeout=60)
-        assert "MaxNodeCount=2" in f["evidence"], f
+        f = wait_named("gres-missing", f"{RELEASE}-worker-gpu", severity="critical", timeout=120)
+        assert any("advertises nvidia.com/gpu" in e for e in f["evidence"]), f
     finally:
-        kubectl("-n", NS, "patch", "controller", RELEASE, "--type=merge", "-p",
-                json.dumps({"spec": {"extraConf": conf}}))
-    wait_clear("max-node-count")
-    wait_until("both idle after the configuration rolls back", two_idle, 300, cluster_state)
+        run(bed, "--name", ENV["TESTBED_NAME"], "up", "--fake-gpus", "4", timeout=300)
+    wait_clear("gres-missing")
+    helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES), "-f", str(values),
+         timeout=120)
+    wait_until("gpu-0 gone", lambda: "gpu-0" not in node_states(), 300, cluster_state, period=5)
+    kubectl("label", "node", node, "nvidia.com/gpu.product-")
 
 
-def test_doctor_names_workers_that_mount_another_slurm_key_than_slurmctld():
+def test_doctor_names_workers_that_mount_another_slurm_key_than_slurmctld(tmp_path):
     job = submit("-w", f"{HOST}0", "--time=UNLIMITED", "--wrap", "sleep 3600")
     wait_until(f"job {job} to run", lambda: job_state(job) == "RUNNING", 60, cluster_state)
-    secret = get("secret", "slurm-auth-slurm")
-    key = base64.b64encode(os.urandom(1024)).decode()
+    # A rotation as an administrator does it: the chart's key Secret is immutable and the
+    # Controller's slurmKeyRef too, so the Secret is made again under its name with a new key.
+    key = tmp_path / "slurm.key"
+    key.write_bytes(os.urandom(1024))
+    kubectl("-n", NS, "delete", "secret", "slurm-auth-slurm", "--wait=true")
+    kubectl("-n", NS, "create", "secret", "generic", "slurm-auth-slurm", f"--from-file=slurm.key={key}")
     try:
-        kubectl("-n", NS, "patch", "secret", "slurm-auth-slurm", "--type=merge", "-p",
-                json.dumps({"data": {"slurm.key": key}}))
         f = wait_named("slurm-key-mismatch", severity="critical", timeout=240)
         assert any(f"{NODESET}-0" in e for e in f["evidence"]), f
     finally:
         slurm("scancel", job, check=False)
     wait_clear("slurm-key-mismatch", timeout=300)
     wait_until("both idle with the new key", two_idle, 300, cluster_state)
-    del secret
 
 
 def test_doctor_names_a_stopped_operator_its_lease_and_the_cordon_nobody_mirrors():

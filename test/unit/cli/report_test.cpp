@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "view_fixture.hpp"
+#include "../doctor/view_fixture.hpp"
 
 namespace tightrope::cli {
 namespace {
 
-using testing::Fixture;
+using doctor::testing::Fixture;
 
 TEST(Status, JoinsEachWorkerPodWithItsSlurmNodeAndJobs) {
   Fixture f;

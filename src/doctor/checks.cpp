@@ -1,4 +1,4 @@
-#include "cli/doctor.hpp"
+#include "doctor/checks.hpp"
 
 #include <algorithm>
 #include <map>
@@ -6,13 +6,26 @@
 
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
-#include "operator/build/common.hpp"
 #include "slurm/hostlist.hpp"
 
-namespace tightrope::cli {
+namespace tightrope::doctor {
 namespace {
 
-namespace build = op::build;
+std::string join(const std::vector<std::string>& parts, const std::string& separator) {
+  std::string out;
+  for (const auto& p : parts) {
+    out.append(out.empty() ? "" : separator).append(p);
+  }
+  return out;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
 
 using json_pointer = json::json_pointer;
 
@@ -94,7 +107,7 @@ std::vector<const slurm::Job*> jobs_on(const ClusterView& view, const std::strin
 
 std::string job_text(const ClusterView& view, const slurm::Job& j) {
   std::string text = "job " + std::to_string(j.id) + " (" + j.name + ", user " + j.user + ", " +
-                     build::join(j.state, "+");
+                     join(j.state, "+");
   if (!j.time_limit) {
     text += ", no time limit: it ends only when it exits or is cancelled";
   } else if (j.end_time) {
@@ -184,9 +197,9 @@ std::string cluster_subject(const ClusterView& view) {
 }
 
 bool mentions(const std::string& text, std::initializer_list<std::string_view> words) {
-  const std::string lower = build::lower(text);
+  const std::string folded = lower(text);
   return std::any_of(words.begin(), words.end(),
-                     [&](std::string_view w) { return lower.find(w) != std::string::npos; });
+                     [&](std::string_view w) { return folded.find(w) != std::string::npos; });
 }
 
 // The API server's proxy answers for a Service it cannot reach; slurmrestd for a slurmctld it
@@ -300,7 +313,7 @@ void crd_version_mismatch(const ClusterView& view, std::vector<Finding>& out) {
       add(out, "crd-version-mismatch", Severity::kCritical, "CRD " + name,
           "the CRD does not serve and store slinky.slurm.net/v1beta1, the version the operator "
           "speaks",
-          {"versions: " + build::join(versions, ", ")},
+          {"versions: " + join(versions, ", ")},
           "install the CRDs of the operator's release (slurm-operator-crds chart of the same "
           "version)");
     }
@@ -467,50 +480,62 @@ void slurm_key_mismatch(const ClusterView& view, std::vector<Finding>& out) {
   if (view.slurm_key_hash.empty()) {
     return;
   }
+  // Pods that run another key than the Secret's: those whose hash annotation says so (slurmctld,
+  // slurmrestd, slurmdbd, login roll on it), and workers started before the key changed.
   const std::string key(api::kAnnotationSlurmKeyHash);
-  std::map<std::string, std::vector<std::string>> by_hash;  // hash -> pods
-  std::string controller_hash;
+  std::vector<std::string> evidence = {
+      "the Secret's key now: sha256 " + view.slurm_key_hash.substr(0, 12) +
+      (view.slurm_key_changed_at ? ", changed " + since(view.now, view.slurm_key_changed_at) : "")};
+  bool controller_current = false;
+  bool stale_worker = false;
+  size_t stale = 0;
   for (const auto& p : view.pods) {
-    const std::string component = label(p, std::string(api::kLabelName));
-    const std::string hash = annotation(p, key);
-    if (hash.empty() || phase(p) != "Running" || deleting(p)) {
+    if (phase(p) != "Running" || deleting(p)) {
       continue;
     }
-    if (component == "slurmctld") {
-      controller_hash = hash;
+    const std::string component = label(p, std::string(api::kLabelName));
+    const std::string hash = annotation(p, key);
+    if (!hash.empty()) {
+      if (hash == view.slurm_key_hash) {
+        controller_current = controller_current || component == "slurmctld";
+        continue;
+      }
+      evidence.push_back("pod " + name_of(p) + " (" + component + ") mounts key sha256 " +
+                         hash.substr(0, 12));
+      ++stale;
+      continue;
     }
-    by_hash[hash].push_back(name_of(p) + " (" + component + ")");
-  }
-  if (by_hash.size() < 2 && (by_hash.empty() || by_hash.begin()->first == view.slurm_key_hash)) {
-    return;
-  }
-  std::vector<std::string> evidence = {"the Secret's key now: sha256 " +
-                                       view.slurm_key_hash.substr(0, 12)};
-  std::vector<std::string> strays;
-  for (const auto& [hash, pods] : by_hash) {
-    evidence.push_back("sha256 " + hash.substr(0, 12) + ": " + build::join(pods, ", "));
-    if (hash != controller_hash) {
-      strays.insert(strays.end(), pods.begin(), pods.end());
+    const auto started = time_at(p, "/status/startTime"_json_pointer);
+    if (!is_worker(p) || !view.slurm_key_changed_at || !started ||
+        *started >= *view.slurm_key_changed_at) {
+      continue;
     }
-  }
-  for (const auto& p : view.pods) {
-    if (is_worker(p) && annotation(p, key) != controller_hash && !controller_hash.empty()) {
-      if (const slurm::Node* n = slurm_node(view, hostname_of(p))) {
-        evidence.push_back("Slurm node " + n->name + ": " + state_text(*n) +
-                           (n->reason.empty() ? "" : " (" + n->reason + ")"));
+    std::string text = "pod " + name_of(p) + " (slurmd) started " + since(view.now, started) +
+                       ", before the key changed";
+    if (const slurm::Node* n = slurm_node(view, hostname_of(p))) {
+      text += "; Slurm node " + n->name + ": " + state_text(*n) +
+              (n->reason.empty() ? "" : " (" + n->reason + ")");
+      for (const slurm::Job* j : jobs_on(view, n->name)) {
+        text += "; " + job_text(view, *j);
       }
     }
+    evidence.push_back(text);
+    stale_worker = true;
+    ++stale;
   }
-  const bool split = by_hash.size() > 1 && !controller_hash.empty();
+  if (stale == 0) {
+    return;
+  }
+  const bool split = controller_current && stale_worker;
   add(out, "slurm-key-mismatch", split ? Severity::kCritical : Severity::kWarning,
       cluster_subject(view),
-      split ? "slurmctld and some slurmd pods run with different auth/slurm keys: those slurmd "
-              "cannot register or answer, their nodes go NOT_RESPONDING"
-            : "the pods run with an auth/slurm key other than the Secret's: they roll when they "
-              "can",
+      split ? "slurmctld runs the new auth/slurm key and some slurmd an older one: those slurmd "
+              "cannot register or answer, their nodes go NOT_RESPONDING and their jobs are lost"
+            : "pods run an auth/slurm key other than the Secret's: they must be replaced",
       evidence,
-      "the pods that mount an old key must be replaced: the operator rolls them (drain first); "
-      "a worker held by a job can be drained now with `kubectl slurm drain`");
+      "worker pods do not roll on a key change: replace them, each once its jobs are done "
+      "(kubectl slurm drain <node> --reason key-rotation, then delete the pod when it is idle); "
+      "the other pods roll by themselves");
 }
 
 void jwt_stale(const ClusterView& view, std::vector<Finding>& out) {
@@ -550,7 +575,7 @@ void pod_failing(const ClusterView& view, std::vector<Finding>& out) {
     }
     add(out, "pod-failing", Severity::kCritical, "pod " + ns_name(p),
         "the " + component + " pod cannot run, and will not recover by itself", evidence,
-        mentions(build::join(failing, " "), {"image"})
+        mentions(join(failing, " "), {"image"})
             ? "the image cannot be pulled: check its name and tag in the resource's template, and "
               "that the Node can reach the registry (or has the image, with pullPolicy Never)"
             : "kubectl -n " + view.namespace_name + " logs " + name_of(p) +
@@ -814,7 +839,7 @@ void maintenance_reservation(const ClusterView& view, std::vector<Finding>& out)
         {"nodes " + r.nodes,
          "from " + (r.start_time ? kube::format_time(*r.start_time) : "?") + " to " +
              (r.end_time ? kube::format_time(*r.end_time) : "?"),
-         "flags " + build::join(r.flags, ",")},
+         "flags " + join(r.flags, ",")},
         "scontrol delete reservation=" + r.name +
             " when the maintenance is over (a NodeSet's "
             "ScheduledUpdate reservation goes by itself)");
@@ -829,9 +854,9 @@ void max_node_count(const ClusterView& view, std::vector<Finding>& out) {
     const size_t end = std::min(conf.find('\n', from), conf.size());
     std::string line = conf.substr(from, end - from);
     from = end + 1;
-    const std::string lower = build::lower(line);
-    if (const size_t at = lower.find("maxnodecount=");
-        at != std::string::npos && lower.find('#') > at) {
+    const std::string folded = lower(line);
+    if (const size_t at = folded.find("maxnodecount=");
+        at != std::string::npos && folded.find('#') > at) {
       max = std::atoll(line.c_str() + at + 13);
     }
   }
@@ -982,8 +1007,8 @@ void resource_not_ready(const ClusterView& view, std::vector<Finding>& out) {
         kind + " " + ns_name(doc),
         "the operator reports the " + kind + " not Ready: " + c->value("reason", ""),
         {condition_text(*c)},
-        "kubectl -n " + view.namespace_name + " describe " + build::lower(kind) + " " +
-            name_of(doc) + " (its Events say what the operator tried)");
+        "kubectl -n " + view.namespace_name + " describe " + lower(kind) + " " + name_of(doc) +
+            " (its Events say what the operator tried)");
   };
   look(view.controller, "Controller");
   for (const auto& [docs, kind] :
@@ -1147,4 +1172,4 @@ PendingReason explain_pending_reason(std::string_view reason) {
   return {"Slurm's reason: " + std::string(reason) + " (scontrol show job for details)", false};
 }
 
-}  // namespace tightrope::cli
+}  // namespace tightrope::doctor

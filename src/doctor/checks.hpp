@@ -1,6 +1,7 @@
-// kubectl slurm doctor: a catalog of checks, each a pure function of a ClusterView that names
-// one way a Slurm-on-Kubernetes cluster goes wrong, with the evidence it saw and the fix. The
-// catalog is what `doctor --list` prints and what docs/troubleshooting.md is checked against.
+// doctor: a catalog of checks, each a pure function of a ClusterView that names one way a
+// Slurm-on-Kubernetes cluster goes wrong, with the evidence it saw and the fix. The catalog is
+// what `kubectl slurm doctor --list` prints and what docs/troubleshooting.md is checked against;
+// the operator runs the checks its caches can feed and reports them on the Controller.
 #pragma once
 
 #include <span>
@@ -8,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/view.hpp"
+#include "doctor/view.hpp"
 
-namespace tightrope::cli {
+namespace tightrope::doctor {
 
 enum class Severity { kInfo, kWarning, kCritical };
 std::string_view to_string(Severity s);
@@ -48,4 +49,4 @@ struct PendingReason {
 };
 PendingReason explain_pending_reason(std::string_view reason);
 
-}  // namespace tightrope::cli
+}  // namespace tightrope::doctor

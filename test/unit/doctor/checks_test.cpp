@@ -1,4 +1,4 @@
-#include "cli/doctor.hpp"
+#include "doctor/checks.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "view_fixture.hpp"
 
-namespace tightrope::cli {
+namespace tightrope::doctor {
 namespace {
 
 using testing::Fixture;
@@ -133,18 +133,32 @@ TEST(Doctor, NamesAccountingDisabledAsANoteAndSlurmdbdDownAsAWarning) {
   EXPECT_EQ(findings[0].severity, Severity::kInfo);
 }
 
-TEST(Doctor, NamesWorkersThatMountAnotherSlurmKeyThanSlurmctld) {
+TEST(Doctor, NamesWorkersStartedBeforeTheSlurmKeyChanged) {
   Fixture f;
   f.view.slurm_key_hash = std::string(64, 'b');
+  f.view.slurm_key_changed_at = testing::at("2026-12-04T11:00:00Z");
   f.view.pods[0]["metadata"]["annotations"]["slinky.slurm.net/slurm-key-hash"] =
       std::string(64, 'b');
-  json& w = f.worker("w-0");
-  w["metadata"]["annotations"]["slinky.slurm.net/slurm-key-hash"] = std::string(64, 'a');
+  f.worker("w-0");  // started 10:00
   f.slurm_node("w-0").state = {"IDLE", "NOT_RESPONDING"};
-  const auto findings = run(f.view, "slurm-key-mismatch");
+  auto findings = run(f.view, "slurm-key-mismatch");
   ASSERT_EQ(findings.size(), 1U);
   EXPECT_EQ(findings[0].severity, Severity::kCritical);
   EXPECT_NE(findings[0].evidence.back().find("NOT_RESPONDING"), std::string::npos);
+
+  // A worker started after the change runs the new key.
+  f.view.pods.back()["status"]["startTime"] = "2026-12-04T11:30:00Z";
+  EXPECT_TRUE(run(f.view, "slurm-key-mismatch").empty());
+}
+
+TEST(Doctor, NamesAPodWhoseKeyHashIsNotTheSecrets) {
+  Fixture f;
+  f.view.slurm_key_hash = std::string(64, 'b');
+  f.view.pods[1]["metadata"]["annotations"]["slinky.slurm.net/slurm-key-hash"] =
+      std::string(64, 'a');
+  const auto findings = run(f.view, "slurm-key-mismatch");
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].severity, Severity::kWarning);
 }
 
 TEST(Doctor, NamesATokenSignedWithAnotherKeyOrExpired) {
@@ -320,4 +334,4 @@ TEST(Doctor, NotesAnAdministratorsDrainButNotTheOperators) {
 }
 
 }  // namespace
-}  // namespace tightrope::cli
+}  // namespace tightrope::doctor

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "../api/support.hpp"
-#include "cli/doctor.hpp"
+#include "doctor/checks.hpp"
 
-namespace tightrope::cli {
+namespace tightrope::doctor {
 namespace {
 
 TEST(TroubleshootingDoc, HasOneSectionPerCheckInCatalogOrder) {
@@ -31,4 +31,4 @@ TEST(TroubleshootingDoc, HasOneSectionPerCheckInCatalogOrder) {
 }
 
 }  // namespace
-}  // namespace tightrope::cli
+}  // namespace tightrope::doctor

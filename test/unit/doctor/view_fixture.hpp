@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "cli/view.hpp"
+#include "doctor/view.hpp"
 #include "kube/time.hpp"
 
-namespace tightrope::cli::testing {
+namespace tightrope::doctor::testing {
 
 inline Time at(const char* rfc3339) {
   return *kube::parse_time(rfc3339);
@@ -105,4 +105,4 @@ struct Fixture {
   }
 };
 
-}  // namespace tightrope::cli::testing
+}  // namespace tightrope::doctor::testing
