@@ -34,29 +34,6 @@ std::string component_of(const json& pod) {
   return label(pod, std::string(api::kLabelName));
 }
 
-const slurm::Node* find_node(const ClusterView& view, const std::string& name) {
-  for (const auto& n : view.slurm.nodes) {
-    if (n.name == name) {
-      return &n;
-    }
-  }
-  return nullptr;
-}
-
-std::vector<const slurm::Job*> jobs_of(const ClusterView& view, const std::string& node) {
-  std::vector<const slurm::Job*> out;
-  for (const auto& j : view.slurm.jobs) {
-    if (!(j.has("RUNNING") || j.has("SUSPENDED") || j.has("COMPLETING")) || j.nodes.empty()) {
-      continue;
-    }
-    if (auto hosts = slurm::expand_hostlist(j.nodes);
-        hosts && std::find(hosts->begin(), hosts->end(), node) != hosts->end()) {
-      out.push_back(&j);
-    }
-  }
-  return out;
-}
-
 json condition_json(const json* c) {
   if (c == nullptr) {
     return nullptr;
@@ -105,7 +82,7 @@ json slurm_node_json(const ClusterView& view, const slurm::Node& n) {
     out["gresUsed"] = n.gres_used;
   }
   json jobs = json::array();
-  for (const slurm::Job* j : jobs_of(view, n.name)) {
+  for (const slurm::Job* j : view.jobs_on(n.name)) {
     jobs.push_back(job_json(*j));
   }
   out["jobs"] = jobs;
@@ -416,10 +393,10 @@ json status_report(const ClusterView& view) {
       if (const json* node = view.kube_node(str_at(p, "/spec/nodeName"_json_pointer))) {
         w["cordoned"] = node->value("/spec/unschedulable"_json_pointer, false);
       }
-      if (const slurm::Node* sn = find_node(view, host)) {
+      if (const slurm::Node* sn = view.slurm_node(host)) {
         w["state"] = node_state(*sn);
         w["reason"] = sn->reason;
-        w["jobs"] = jobs_of(view, host).size();
+        w["jobs"] = view.jobs_on(host).size();
         shown.insert(host);
       } else {
         w["state"] = s.reached() ? "not registered" : "unknown";
@@ -465,7 +442,7 @@ json status_report(const ClusterView& view) {
            {"reason", n.reason},
            {"by", n.reason.starts_with(api::kReasonPrefix) ? "operator" : n.reason_set_by},
            {"since", time_text(n.reason_changed_at)},
-           {"jobs", jobs_of(view, n.name).size()}});
+           {"jobs", view.jobs_on(n.name).size()}});
     }
   }
   report["draining"] = draining;
@@ -624,7 +601,7 @@ tightrope::Result<json, std::string> explain(const ClusterView& view, ExplainKin
     const std::string nodeset = label(pod, std::string(api::kLabelInstance));
     subjects.insert(name_of(pod));
     subjects.insert(host);
-    if (const slurm::Node* n = find_node(view, host)) {
+    if (const slurm::Node* n = view.slurm_node(host)) {
       p["slurmNode"] = slurm_node_json(view, *n);
     } else {
       p["slurmNode"] = view.slurm.reached() ? json("none: slurmctld has no node " + host)
@@ -666,7 +643,7 @@ tightrope::Result<json, std::string> explain(const ClusterView& view, ExplainKin
     } else if (const json* pod = view.pod_of_slurm_node(name)) {
       add_pod(*pod, pods);
       report["pod"] = pods[0];
-    } else if (const slurm::Node* n = find_node(view, name)) {
+    } else if (const slurm::Node* n = view.slurm_node(name)) {
       report["slurmNode"] = slurm_node_json(view, *n);
       report["pod"] = "none: no pod of this cluster has hostname " + name;
       subjects.insert(name);

@@ -76,30 +76,12 @@ bool cordoned(const json& node) {
   return node.value("/spec/unschedulable"_json_pointer, false);
 }
 
-const slurm::Node* slurm_node(const ClusterView& view, const std::string& name) {
-  for (const auto& n : view.slurm.nodes) {
-    if (n.name == name) {
-      return &n;
-    }
-  }
-  return nullptr;
-}
-
-std::string state_text(const slurm::Node& n) {
-  return node_state(n);
-}
-
-// The jobs a Slurm node runs (from their hostlists).
-std::vector<const slurm::Job*> jobs_on(const ClusterView& view, const std::string& node) {
-  std::vector<const slurm::Job*> out;
-  for (const auto& j : view.slurm.jobs) {
-    if (!(j.has("RUNNING") || j.has("SUSPENDED") || j.has("COMPLETING")) || j.nodes.empty()) {
-      continue;
-    }
-    if (auto hosts = slurm::expand_hostlist(j.nodes)) {
-      if (std::find(hosts->begin(), hosts->end(), node) != hosts->end()) {
-        out.push_back(&j);
-      }
+// Worker pods that run and are not on their way out.
+std::vector<const json*> running_workers(const ClusterView& view) {
+  std::vector<const json*> out;
+  for (const auto& p : view.pods) {
+    if (is_worker(p) && phase(p) == "Running" && !deleting(p)) {
+      out.push_back(&p);
     }
   }
   return out;
@@ -505,19 +487,20 @@ void slurm_key_mismatch(const ClusterView& view, std::vector<Finding>& out) {
       ++stale;
       continue;
     }
+    // A worker started before the key changed reads the new one when the kubelet refreshes its
+    // volume; it is named only when slurmctld stopped hearing from it.
     const auto started = time_at(p, "/status/startTime"_json_pointer);
+    const slurm::Node* n = view.slurm_node(hostname_of(p));
     if (!is_worker(p) || !view.slurm_key_changed_at || !started ||
-        *started >= *view.slurm_key_changed_at) {
+        *started >= *view.slurm_key_changed_at || n == nullptr ||
+        !(n->has("NOT_RESPONDING") || n->has("DOWN"))) {
       continue;
     }
     std::string text = "pod " + name_of(p) + " (slurmd) started " + since(view.now, started) +
-                       ", before the key changed";
-    if (const slurm::Node* n = slurm_node(view, hostname_of(p))) {
-      text += "; Slurm node " + n->name + ": " + state_text(*n) +
-              (n->reason.empty() ? "" : " (" + n->reason + ")");
-      for (const slurm::Job* j : jobs_on(view, n->name)) {
-        text += "; " + job_text(view, *j);
-      }
+                       ", before the key changed; Slurm node " + n->name + ": " + node_state(*n) +
+                       (n->reason.empty() ? "" : " (" + n->reason + ")");
+    for (const slurm::Job* j : view.jobs_on(n->name)) {
+      text += "; " + job_text(view, *j);
     }
     evidence.push_back(text);
     stale_worker = true;
@@ -529,13 +512,13 @@ void slurm_key_mismatch(const ClusterView& view, std::vector<Finding>& out) {
   const bool split = controller_current && stale_worker;
   add(out, "slurm-key-mismatch", split ? Severity::kCritical : Severity::kWarning,
       cluster_subject(view),
-      split ? "slurmctld runs the new auth/slurm key and some slurmd an older one: those slurmd "
-              "cannot register or answer, their nodes go NOT_RESPONDING and their jobs are lost"
+      split ? "slurmctld runs the new auth/slurm key and does not hear from slurmd that started "
+              "with the old one: their nodes stay NOT_RESPONDING and their jobs are lost"
             : "pods run an auth/slurm key other than the Secret's: they must be replaced",
       evidence,
-      "worker pods do not roll on a key change: replace them, each once its jobs are done "
-      "(kubectl slurm drain <node> --reason key-rotation, then delete the pod when it is idle); "
-      "the other pods roll by themselves");
+      "pods with a key hash roll when the operator runs; a worker that does not answer after the "
+      "kubelet refreshed its key (a minute) needs a new pod: kubectl slurm drain <node> --reason "
+      "key-rotation, then delete the pod when it is idle");
 }
 
 void jwt_stale(const ClusterView& view, std::vector<Finding>& out) {
@@ -602,12 +585,10 @@ void worker_not_registered(const ClusterView& view, std::vector<Finding>& out) {
   if (!view.slurm.reached()) {
     return;
   }
-  for (const auto& p : view.pods) {
-    if (!is_worker(p) || phase(p) != "Running" || deleting(p)) {
-      continue;
-    }
+  for (const json* worker : running_workers(view)) {
+    const json& p = *worker;
     const auto started = time_at(p, "/status/startTime"_json_pointer);
-    if (slurm_node(view, hostname_of(p)) != nullptr ||
+    if (view.slurm_node(hostname_of(p)) != nullptr ||
         (!ready(p) && started && view.now - *started < std::chrono::seconds(60))) {
       continue;
     }
@@ -637,7 +618,7 @@ void orphan_slurm_node(const ClusterView& view, std::vector<Finding>& out) {
       continue;
     }
     const json link = json::parse(n.comment, nullptr, false);
-    std::vector<std::string> evidence = {"Slurm node " + n.name + ": " + state_text(n) +
+    std::vector<std::string> evidence = {"Slurm node " + n.name + ": " + node_state(n) +
                                          (n.reason.empty() ? "" : " (" + n.reason + ")")};
     if (link.is_object()) {
       evidence.push_back("it was pod " + link.value("podName", std::string("?")) + " of NodeSet " +
@@ -658,17 +639,15 @@ void slurm_node_not_responding(const ClusterView& view, std::vector<Finding>& ou
   if (!view.slurm.reached()) {
     return;
   }
-  for (const auto& p : view.pods) {
-    if (!is_worker(p) || phase(p) != "Running" || deleting(p)) {
-      continue;
-    }
-    const slurm::Node* n = slurm_node(view, hostname_of(p));
+  for (const json* worker : running_workers(view)) {
+    const json& p = *worker;
+    const slurm::Node* n = view.slurm_node(hostname_of(p));
     if (n == nullptr || !(n->has("NOT_RESPONDING") || n->has("DOWN"))) {
       continue;
     }
     add(out, "slurm-node-not-responding", Severity::kWarning, "Slurm node " + n->name,
-        "the pod runs but slurmctld marks its node " + state_text(*n) + ": no job goes there",
-        {pod_state(p), "Slurm node " + n->name + ": " + state_text(*n) +
+        "the pod runs but slurmctld marks its node " + node_state(*n) + ": no job goes there",
+        {pod_state(p), "Slurm node " + n->name + ": " + node_state(*n) +
                            (n->reason.empty() ? "" : ", reason \"" + n->reason + "\"")},
         "kubectl -n " + view.namespace_name + " logs " + name_of(p) +
             " -c slurmd (auth errors mean a key mismatch, see slurm-key-mismatch); "
@@ -686,7 +665,7 @@ void cordon_drain_mismatch(const ClusterView& view, std::vector<Finding>& out) {
       continue;
     }
     const json* node = view.kube_node(node_of(p));
-    const slurm::Node* n = slurm_node(view, hostname_of(p));
+    const slurm::Node* n = view.slurm_node(hostname_of(p));
     if (node == nullptr || n == nullptr) {
       continue;
     }
@@ -695,7 +674,7 @@ void cordon_drain_mismatch(const ClusterView& view, std::vector<Finding>& out) {
           "the Node is cordoned but Slurm still schedules jobs on " + n->name +
               ": the operator drains it within seconds when it runs",
           {"Node " + node_of(p) + ": spec.unschedulable=true",
-           "Slurm node " + n->name + ": " + state_text(*n)},
+           "Slurm node " + n->name + ": " + node_state(*n)},
           "check that the operator runs and leads (operator-absent, operator-not-leading); "
           "kubectl slurm drain " +
               n->name + " --reason ... meanwhile");
@@ -705,7 +684,7 @@ void cordon_drain_mismatch(const ClusterView& view, std::vector<Finding>& out) {
       add(out, "cordon-drain-mismatch", Severity::kWarning, "Slurm node " + n->name,
           "Slurm keeps " + n->name + " drained for a cordon that was lifted",
           {"Node " + node_of(p) + ": schedulable",
-           "Slurm node " + n->name + ": " + state_text(*n) + " (" + n->reason + ")"},
+           "Slurm node " + n->name + ": " + node_state(*n) + " (" + n->reason + ")"},
           "the operator undoes its own drain when it runs; else kubectl slurm undrain " + n->name);
     }
   }
@@ -716,8 +695,8 @@ void drain_stuck(const ClusterView& view, std::vector<Finding>& out) {
     if (!n.drain() || !n.busy()) {
       continue;
     }
-    const auto jobs = jobs_on(view, n.name);
-    std::vector<std::string> evidence = {"Slurm node " + n.name + ": " + state_text(n) +
+    const auto jobs = view.jobs_on(n.name);
+    std::vector<std::string> evidence = {"Slurm node " + n.name + ": " + node_state(n) +
                                          ", drained " + since(view.now, n.reason_changed_at) +
                                          " (\"" + n.reason + "\")"};
     bool far = jobs.empty();  // busy with jobs we cannot see: no end known
@@ -775,8 +754,8 @@ void pdb_blocks_eviction(const ClusterView& view, std::vector<Finding>& out) {
       const json* node = view.kube_node(node_of(p));
       if (matches && node != nullptr && cordoned(*node)) {
         std::string text = "pod " + name_of(p) + " on cordoned Node " + node_of(p);
-        if (const slurm::Node* n = slurm_node(view, hostname_of(p))) {
-          for (const slurm::Job* j : jobs_on(view, n->name)) {
+        if (const slurm::Node* n = view.slurm_node(hostname_of(p))) {
+          for (const slurm::Job* j : view.jobs_on(n->name)) {
             text += "; " + job_text(view, *j);
           }
         }
@@ -900,9 +879,9 @@ void config_drift(const ClusterView& view, std::vector<Finding>& out) {
         continue;
       }
       std::string text = "pod " + name_of(p) + " runs revision " + revision;
-      if (const slurm::Node* n = slurm_node(view, hostname_of(p))) {
-        text += ", Slurm node " + state_text(*n);
-        for (const slurm::Job* j : jobs_on(view, n->name)) {
+      if (const slurm::Node* n = view.slurm_node(hostname_of(p))) {
+        text += ", Slurm node " + node_state(*n);
+        for (const slurm::Job* j : view.jobs_on(n->name)) {
           text += "; " + job_text(view, *j);
         }
       }
@@ -976,9 +955,9 @@ void gres_missing(const ClusterView& view, std::vector<Finding>& out) {
                              std::to_string(count) + " (is the device plugin running?)");
         }
       }
-      if (const slurm::Node* n = slurm_node(view, hostname_of(p));
+      if (const slurm::Node* n = view.slurm_node(hostname_of(p));
           n != nullptr && mentions(n->reason, {"gres/", "count reported lower"})) {
-        evidence.push_back("Slurm node " + n->name + ": " + state_text(*n) + " (" + n->reason +
+        evidence.push_back("Slurm node " + n->name + ": " + node_state(*n) + " (" + n->reason +
                            ")");
       }
       if (!evidence.empty()) {
@@ -1033,7 +1012,7 @@ void admin_drain(const ClusterView& view, std::vector<Finding>& out) {
         "drained by " + (n.reason_set_by.empty() ? std::string("someone") : n.reason_set_by) +
             " in Slurm; the operator never undoes it",
         {"reason \"" + n.reason + "\", set " + since(view.now, n.reason_changed_at),
-         "state " + state_text(n)},
+         "state " + node_state(n)},
         "kubectl slurm undrain " + n.name + " when the node is fit again");
   }
 }

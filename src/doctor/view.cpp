@@ -1,6 +1,9 @@
 #include "doctor/view.hpp"
 
+#include <algorithm>
+
 #include "api/well_known.hpp"
+#include "slurm/hostlist.hpp"
 
 namespace tightrope::doctor {
 namespace {
@@ -94,6 +97,29 @@ const json* ClusterView::nodeset(const std::string& name) const {
     }
   }
   return nullptr;
+}
+
+const slurm::Node* ClusterView::slurm_node(const std::string& name) const {
+  for (const auto& n : slurm.nodes) {
+    if (n.name == name) {
+      return &n;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<const slurm::Job*> ClusterView::jobs_on(const std::string& node) const {
+  std::vector<const slurm::Job*> out;
+  for (const auto& j : slurm.jobs) {
+    if (!(j.has("RUNNING") || j.has("SUSPENDED") || j.has("COMPLETING")) || j.nodes.empty()) {
+      continue;
+    }
+    if (auto hosts = slurm::expand_hostlist(j.nodes);
+        hosts && std::find(hosts->begin(), hosts->end(), node) != hosts->end()) {
+      out.push_back(&j);
+    }
+  }
+  return out;
 }
 
 }  // namespace tightrope::doctor

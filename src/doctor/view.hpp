@@ -88,6 +88,9 @@ struct ClusterView {
   const json* pod_of_slurm_node(const std::string& node) const;  // a worker pod by hostname
   const json* kube_node(const std::string& name) const;
   const json* nodeset(const std::string& name) const;
+  const slurm::Node* slurm_node(const std::string& name) const;
+  // The jobs that run (or are suspended, or completing) on a Slurm node, by their hostlists.
+  std::vector<const slurm::Job*> jobs_on(const std::string& node) const;
 };
 
 // A Slurm node's state as an administrator reads it: "IDLE+DRAIN" (how a node was made,
