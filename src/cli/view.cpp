@@ -16,6 +16,7 @@
 #include "operator/build/common.hpp"
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 
 namespace tightrope::cli {
@@ -69,23 +70,35 @@ std::vector<json> owned_by(std::vector<json> objects, const std::string& control
   return objects;
 }
 
-// A Secret's key, decoded; "" when missing or unreadable (the reason goes to `unreadable`).
-std::string secret_value(kube::Client& kube, const std::string& ns, const std::string& name,
-                         const std::string& key, std::vector<std::string>* unreadable) {
-  auto secret = kube.get(kube::resources::secrets(), ns, name);
-  if (!secret) {
-    if (unreadable != nullptr) {
-      unreadable->push_back("Secret " + ns + "/" + name + ": " + describe(secret.error()));
-    }
-    return "";
-  }
-  const auto data = secret->find("data");
-  if (data == secret->end() || !data->is_object() || !data->contains(key) ||
+// A key of a Secret document, decoded; "" when it has none.
+std::string key_in(const json& secret, const std::string& key) {
+  const auto data = secret.find("data");
+  if (data == secret.end() || !data->is_object() || !data->contains(key) ||
       !(*data)[key].is_string()) {
     return "";
   }
   auto decoded = kube::decode_base64((*data)[key].get<std::string>());
   return decoded ? *decoded : "";
+}
+
+// A Secret, or nothing (the reason goes to `unreadable` when given).
+std::optional<json> read_secret(kube::Client& kube, const std::string& ns, const std::string& name,
+                                std::vector<std::string>* unreadable) {
+  auto secret = kube.get(kube::resources::secrets(), ns, name);
+  if (!secret) {
+    if (unreadable != nullptr) {
+      unreadable->push_back("Secret " + ns + "/" + name + ": " + describe(secret.error()));
+    }
+    return std::nullopt;
+  }
+  return std::move(*secret);
+}
+
+// A Secret's key, decoded; "" when missing or unreadable (the reason goes to `unreadable`).
+std::string secret_value(kube::Client& kube, const std::string& ns, const std::string& name,
+                         const std::string& key, std::vector<std::string>* unreadable) {
+  const auto secret = read_secret(kube, ns, name, unreadable);
+  return secret ? key_in(*secret, key) : "";
 }
 
 // When an object was last written: its creation, or the latest managedFields entry.
@@ -258,10 +271,13 @@ tightrope::Result<std::shared_ptr<slurm::Client>, std::string> connect_slurm(
       return fail("no RestApi names Controller " + ns + "/" + view.controller_name() +
                   ": there is no slurmrestd to ask (or give --slurmrestd URL)");
     }
-    const std::string service = name_of(*oldest) + "-restapi";
+    api::RestApi restapi;  // the names the operator gives its objects need only its name
+    restapi.metadata.name = name_of(*oldest);
+    const std::string service = build::restapi_name(restapi);
+    const std::string port = std::to_string(build::kSlurmrestdPort);
     const kube::Config& config = kube.config();
     options.url =
-        config.server + "/api/v1/namespaces/" + ns + "/services/" + service + ":6820/proxy";
+        config.server + "/api/v1/namespaces/" + ns + "/services/" + service + ":" + port + "/proxy";
     options.tls.ca_pem = config.ca_pem;
     options.tls.cert_pem = config.client_cert_pem;
     options.tls.key_pem = config.client_key_pem;
@@ -275,7 +291,7 @@ tightrope::Result<std::shared_ptr<slurm::Client>, std::string> connect_slurm(
     if (!bearer.empty()) {
       options.headers.emplace_back("Authorization", "Bearer " + bearer);
     }
-    route = "the API server's service proxy to " + ns + "/" + service + ":6820";
+    route = "the API server's service proxy to " + ns + "/" + service + ":" + port;
   }
   std::shared_ptr<slurm::TokenSource> tokens;
   std::string from;
@@ -369,7 +385,10 @@ tightrope::Result<ClusterView, std::string> gather(kube::Client& kube,
                        "PodDisruptionBudgets", &u);
   view.stateful_sets = items_of(kube.list(kube::resources::stateful_sets(), ns, labelled(cluster)),
                                 "StatefulSets", &u);
-  if (auto config = kube.get(kube::resources::config_maps(), ns, name + "-config")) {
+  api::Controller named;
+  named.metadata.name = name;
+  if (auto config =
+          kube.get(kube::resources::config_maps(), ns, build::controller_config_map_name(named))) {
     view.slurm_conf = str_at(*config, "/data/slurm.conf"_json_pointer);
   }
 
@@ -378,8 +397,8 @@ tightrope::Result<ClusterView, std::string> gather(kube::Client& kube,
   if (decoded) {
     const auto& ref = decoded->spec.slurm_key_ref;
     if (!ref.name.empty()) {
-      view.slurm_key_hash = build::sha256_hex(secret_value(kube, ns, ref.name, ref.key, &u));
-      if (auto secret = kube.get(kube::resources::secrets(), ns, ref.name)) {
+      if (const auto secret = read_secret(kube, ns, ref.name, &u)) {
+        view.slurm_key_hash = op::key_hash(key_in(*secret, ref.key));
         view.slurm_key_changed_at = last_written(*secret);
       }
     }

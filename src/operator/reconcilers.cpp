@@ -32,6 +32,9 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
   const auto doc = cache_.get(resources::controllers(), request.key());
   if (!doc || doc->meta.deleting) {
     runtime_.slurm().erase(request.key());
+    std::lock_guard lock(reported_mu_);
+    reported_.erase(request.key());
+    diagnosed_at_.erase(request.key());
     return settled();  // owned objects go with it (garbage collection)
   }
   const kube::ResourceType& type = resources::controllers();
@@ -280,6 +283,15 @@ void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
   if (!feed || !feed->health().synced) {
     return;  // the next check, once the feed has read Slurm
   }
+  {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(reported_mu_);
+    auto [last, first] = diagnosed_at_.try_emplace(key, now);
+    if (!first && now - last->second < runtime_.options().slurm_check_period) {
+      return;  // the Healthy condition stays as the last check wrote it
+    }
+    last->second = now;
+  }
   DiagnosisInputs in;
   in.now = std::chrono::system_clock::now();
   in.namespace_name = ns;
@@ -291,14 +303,18 @@ void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
       in.nodesets.push_back(n->doc);
     }
   }
+  std::set<std::string> hosts;  // the Nodes its workers run on: the only ones a check reads
   for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
     if (const std::string* cluster = p->meta.label(api::kLabelCluster);
         cluster != nullptr && *cluster == c.metadata.name) {
       in.pods.push_back(p->doc);
+      hosts.insert(p->doc.value("/spec/nodeName"_json_pointer, std::string()));
     }
   }
-  for (const auto& node : cache_.list_all(kube::resources::nodes())) {
-    in.kube_nodes.push_back(node->doc);
+  for (const auto& host : hosts) {
+    if (auto node = cache_.get(kube::resources::nodes(), host)) {
+      in.kube_nodes.push_back(node->doc);
+    }
   }
   for (const auto& o : objects) {
     if (o.value("kind", "") == "ConfigMap" &&

@@ -4,6 +4,7 @@
 // not being ready. A reconcile is safe to repeat and to interrupt at any line.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <set>
@@ -26,6 +27,9 @@ class ControllerReconciler : public ResourceReconciler {
 
   std::mutex reported_mu_;
   std::map<std::string, std::set<std::string>> reported_;  // controller key -> finding keys
+  // When each Controller was last diagnosed: at most once a Slurm check period, however many
+  // events bring its reconcile back.
+  std::map<std::string, std::chrono::steady_clock::time_point> diagnosed_at_;
 };
 
 class RestApiReconciler : public ResourceReconciler {
