@@ -25,16 +25,27 @@ std::string hostname_of(const json& pod) {
   return label(pod, std::string(api::kLabelNodeSetPodHostname));
 }
 
-std::string shown(const std::string& message, const slurm::Node& n) {
-  std::string out = message + "; Slurm shows " + n.name + " " + node_state(n);
-  return n.reason.empty() ? out : out + " (" + n.reason + ")";
+// The Slurm nodes of the cluster's workers on a Kubernetes Node; with `requested` false, only
+// those without a drain request of their own.
+std::vector<std::string> workers_on(const ClusterView& view, const std::string& node,
+                                    bool requested = true) {
+  std::vector<std::string> hosts;
+  for (const auto& p : view.pods) {
+    if (label(p, std::string(api::kLabelName)) == "slurmd" &&
+        str_at(p, "/spec/nodeName"_json_pointer) == node &&
+        (requested || annotation(p, std::string(api::kAnnotationPodDrainReason)).empty())) {
+      hosts.push_back(hostname_of(p));
+    }
+  }
+  return hosts;
 }
 
-// Waits until `done` holds for the Slurm node, asking slurmrestd about once a second.
+// Waits until `done` holds for every one of the Slurm nodes, asking slurmrestd about once a
+// second, within one --wait for all of them.
 ActionResult wait_for(kube::Client& kube, const ClusterView& view, const ActionOptions& options,
-                      const std::string& node, const std::string& what, std::string message,
-                      bool (*done)(const slurm::Node&)) {
-  if (options.wait.count() <= 0) {
+                      const std::vector<std::string>& nodes, const std::string& what,
+                      const std::string& message, bool (*done)(const slurm::Node&)) {
+  if (options.wait.count() <= 0 || nodes.empty()) {
     return message;
   }
   auto client = connect_slurm(kube, view, options.slurm);
@@ -44,19 +55,27 @@ ActionResult wait_for(kube::Client& kube, const ClusterView& view, const ActionO
   const auto deadline = std::chrono::steady_clock::now() + options.wait;
   std::string last = "not asked yet";
   while (std::chrono::steady_clock::now() < deadline) {
-    if (auto n = (*client)->get_node(node)) {
-      if (done(*n)) {
-        return shown(message, *n);
+    std::vector<std::string> shown;
+    for (const auto& name : nodes) {
+      auto n = (*client)->get_node(name);
+      if (!n) {
+        last = name + ": " + n.error().message;
+        break;
       }
-      last = node_state(*n);
-    } else {
-      last = n.error().message;
+      if (!done(*n)) {
+        last = name + " is " + node_state(*n);
+        break;
+      }
+      shown.push_back(name + " " + node_state(*n) +
+                      (n->reason.empty() ? "" : " (" + n->reason + ")"));
+    }
+    if (shown.size() == nodes.size()) {
+      return message + "; Slurm shows " + build::join(shown, ", ");
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   return fail(message + "; but after " + std::to_string(options.wait.count()) + "s Slurm is not " +
-              what + ": " + node + " is " + last +
-              " (is the operator running? kubectl slurm doctor)");
+              what + ": " + last + " (is the operator running? kubectl slurm doctor)");
 }
 
 bool drained(const slurm::Node& n) {
@@ -86,26 +105,14 @@ ActionResult cordon(kube::Client& kube, const ClusterView& view, const std::stri
       !done) {
     return fail("cordon Node " + node + ": " + done.error().message);
   }
-  std::vector<std::string> hosts;
-  for (const auto& p : view.pods) {
-    if (label(p, std::string(api::kLabelName)) == "slurmd" &&
-        str_at(p, "/spec/nodeName"_json_pointer) == node) {
-      hosts.push_back(hostname_of(p));
-    }
-  }
+  const auto hosts = workers_on(view, node);
   std::string message = "Node " + node + " cordoned";
   if (hosts.empty()) {
     return message + "; no worker of " + view.controller_name() + " runs there";
   }
   message += "; the operator drains Slurm node" + std::string(hosts.size() == 1 ? " " : "s ") +
              build::join(hosts, ", ") + " (running jobs finish, no new job starts there)";
-  for (size_t i = 1; i < hosts.size() && options.wait.count() > 0; ++i) {
-    auto each = wait_for(kube, view, options, hosts[i], "drained", "", drained);
-    if (!each) {
-      return fail(message + each.error());
-    }
-  }
-  return wait_for(kube, view, options, hosts.front(), "drained", message, drained);
+  return wait_for(kube, view, options, hosts, "drained", message, drained);
 }
 
 ActionResult uncordon(kube::Client& kube, const ClusterView& view, const std::string& node,
@@ -120,19 +127,12 @@ ActionResult uncordon(kube::Client& kube, const ClusterView& view, const std::st
       !done) {
     return fail("uncordon Node " + node + ": " + done.error().message);
   }
-  std::string message = "Node " + node + " uncordoned";
-  std::string first;
-  for (const auto& p : view.pods) {
-    if (label(p, std::string(api::kLabelName)) == "slurmd" &&
-        str_at(p, "/spec/nodeName"_json_pointer) == node &&
-        annotation(p, std::string(api::kAnnotationPodDrainReason)).empty()) {
-      first = first.empty() ? hostname_of(p) : first;
-    }
-  }
-  if (first.empty()) {
+  const auto hosts = workers_on(view, node, /*requested=*/false);
+  const std::string message = "Node " + node + " uncordoned";
+  if (hosts.empty()) {
     return message;
   }
-  return wait_for(kube, view, options, first, "undrained",
+  return wait_for(kube, view, options, hosts, "undrained",
                   message + "; the operator undoes the drains it made for the cordon", undrained);
 }
 
@@ -151,7 +151,7 @@ ActionResult drain(kube::Client& kube, const ClusterView& view, const std::strin
         !done) {
       return fail("annotate pod " + name_of(*pod) + ": " + done.error().message);
     }
-    return wait_for(kube, view, options, host, "drained",
+    return wait_for(kube, view, options, {host}, "drained",
                     "pod " + view.namespace_name + "/" + name_of(*pod) +
                         " annotated; the operator drains Slurm node " + host + " with reason \"" +
                         operator_reason(options.reason) + "\" and keeps it drained until undrain",
@@ -194,7 +194,7 @@ ActionResult undrain(kube::Client& kube, const ClusterView& view, const std::str
           !done) {
         return fail("annotate pod " + name_of(*pod) + ": " + done.error().message);
       }
-      return wait_for(kube, view, options, host, "undrained",
+      return wait_for(kube, view, options, {host}, "undrained",
                       "drain request removed from pod " + view.namespace_name + "/" +
                           name_of(*pod) + "; the operator undrains Slurm node " + host,
                       undrained);
