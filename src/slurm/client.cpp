@@ -245,9 +245,7 @@ Result<Job> Client::get_job(int64_t id) {
   return std::move(list->jobs.front());
 }
 
-Result<int64_t> Client::submit_job(const JobSubmission& job) {
-  auto answer = call("POST", api("/job/submit"), encode_job_submission(job, *options_.version),
-                     Safety::kOnce);
+Result<int64_t> Client::submitted(const Result<Answer>& answer) {
   if (!answer) {
     return fail(answer.error());
   }
@@ -256,6 +254,35 @@ Result<int64_t> Client::submit_job(const JobSubmission& job) {
     return fail(Error{ErrorKind::kProtocol, answer->status, "job/submit: no job_id in answer", {}});
   }
   return id->get<int64_t>();
+}
+
+Result<int64_t> Client::submit_job(const JobSubmission& job) {
+  return submitted(call("POST", api("/job/submit"),
+                        encode_job_submission(job, *options_.version), Safety::kOnce));
+}
+
+Result<int64_t> Client::submit_external_job(const ExternalJob& job) {
+  return submitted(call("POST", api("/job/submit"),
+                        json{{"job", encode_external_job(job, *options_.version)}},
+                        Safety::kOnce));
+}
+
+Result<Done> Client::update_external_job(int64_t id, const ExternalJob& job) {
+  json desc = encode_external_job(job, *options_.version);
+  desc.erase("flags");
+  return update_job(id, desc);
+}
+
+Result<std::vector<JobNodeAllocation>> Client::job_allocation(int64_t id) {
+  auto answer = call("GET", api("/job/" + std::to_string(id)), std::nullopt, Safety::kIdempotent);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  const json* jobs = answer->doc.contains("jobs") ? &answer->doc["jobs"] : nullptr;
+  if (jobs == nullptr || !jobs->is_array() || jobs->empty()) {
+    return fail(Error{ErrorKind::kNotFound, answer->status, "no job " + std::to_string(id), {}});
+  }
+  return decode_job_allocation(jobs->front(), *options_.version);
 }
 
 Result<Done> Client::update_job(int64_t id, const json& changes) {

@@ -73,6 +73,12 @@ class Client {
   Result<int64_t> submit_job(const JobSubmission& job);
   Result<Done> update_job(int64_t id, const nlohmann::json& changes);  // job_desc_msg fields
   Result<Done> cancel_job(int64_t id);
+  // External jobs (model.hpp): submitted once (never repeated on a timeout: the caller finds
+  // the job by its admin comment), updated while pending.
+  Result<int64_t> submit_external_job(const ExternalJob& job);
+  Result<Done> update_external_job(int64_t id, const ExternalJob& job);
+  // Where a job's resources are, node by node (GET /job/{id}: the change feed does not keep it).
+  Result<std::vector<JobNodeAllocation>> job_allocation(int64_t id);
 
   // Partitions and reservations.
   Result<std::vector<Partition>> list_partitions();
@@ -106,6 +112,7 @@ class Client {
                          const std::string& body, const std::vector<std::string>* item_fields);
   std::string api(const std::string& path) const;
   static Result<Done> done(const Result<Answer>& answer);
+  static Result<int64_t> submitted(const Result<Answer>& answer);  // its job_id
 
   ClientOptions options_;
   std::shared_ptr<TokenSource> tokens_;

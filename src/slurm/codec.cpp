@@ -211,6 +211,9 @@ Job decode_job(const json& j, const ApiVersion& v, const std::string& where) {
   if (limit.set && !limit.infinite) {
     job.time_limit = std::chrono::minutes(limit.number);
   }
+  job.flags = words(j, "flags", where);
+  job.admin_comment = str(j, "admin_comment", where);
+  job.priority = integer(j, "priority", where);
   return job;
 }
 
@@ -257,8 +260,79 @@ std::vector<std::string> job_fields(const ApiVersion& v) {
           "start_time",
           "end_time",
           "time_limit",
+          "flags",
+          "admin_comment",
+          "priority",
           std::string(v.job_state),
           std::string(v.job_user)};
+}
+
+json encode_external_job(const ExternalJob& job, const ApiVersion& /*v*/) {
+  json desc = {{"name", job.name},
+               {"flags", {"EXTERNAL_JOB"}},
+               {"current_working_directory", "/tmp"},
+               {"tasks", job.tasks},
+               {"minimum_nodes", job.min_nodes},
+               {"maximum_nodes", job.max_nodes},
+               {"shared", job.exclusive ? json::array({"none"}) : json::array()},
+               {"excluded_nodes", job.excluded_nodes},
+               {"admin_comment", job.admin_comment}};
+  const auto set_text = [&desc](const char* key, const std::string& value) {
+    if (!value.empty()) {
+      desc[key] = value;
+    }
+  };
+  set_text("partition", job.partition);
+  set_text("account", job.account);
+  set_text("qos", job.qos);
+  set_text("reservation", job.reservation);
+  set_text("constraints", job.constraints);
+  set_text("licenses", job.licenses);
+  set_text("wckey", job.wckey);
+  set_text("user_id", job.user);
+  set_text("group_id", job.group);
+  set_text("mcs_label", job.mcs_label);
+  set_text("tres_per_task", job.tres_per_task);
+  if (job.cpus_per_task > 0) {
+    desc["cpus_per_task"] = job.cpus_per_task;
+  }
+  if (job.memory_per_cpu_mib > 0) {
+    desc["memory_per_cpu"] = number_object(job.memory_per_cpu_mib);
+  }
+  if (job.tasks_per_node) {
+    desc["tasks_per_node"] = *job.tasks_per_node;
+  }
+  if (job.priority) {
+    desc["priority"] = number_object(*job.priority);
+  }
+  if (job.time_limit) {
+    desc["time_limit"] = number_object(job.time_limit->count());
+  }
+  return desc;
+}
+
+Result<std::vector<JobNodeAllocation>> decode_job_allocation(const json& job,
+                                                             const ApiVersion& /*v*/) {
+  return guarded([&] {
+    std::vector<JobNodeAllocation> out;
+    const json* resources = field(job, "job_resources");
+    const json* nodes = resources != nullptr ? field(*resources, "nodes") : nullptr;
+    const json* allocation = nodes != nullptr ? field(*nodes, "allocation") : nullptr;
+    if (allocation == nullptr || !allocation->is_array()) {
+      return out;
+    }
+    for (const json& a : *allocation) {
+      const std::string where = "job_resources.nodes.allocation[]";
+      JobNodeAllocation entry;
+      entry.node = str(a, "name", where);
+      const json* cpus = field(a, "cpus");
+      entry.cpus = cpus != nullptr ? integer(*cpus, "count", where + ".cpus") : 0;
+      const json* memory = field(a, "memory");
+      entry.memory_mib = memory != nullptr ? integer(*memory, "allocated", where + ".memory") : 0;
+      out.push_back(std::move(entry));
+    }
+    return out;
+  });
 }
 
 std::string Node::base_state() const {
@@ -289,6 +363,15 @@ bool Node::has(const std::string& word) const {
 
 bool Job::has(const std::string& word) const {
   return std::find(state.begin(), state.end(), word) != state.end();
+}
+
+bool Job::external() const {
+  return std::find(flags.begin(), flags.end(), "EXTERNAL_JOB") != flags.end();
+}
+
+bool Job::active() const {
+  return has("PENDING") || has("RUNNING") || has("SUSPENDED") || has("COMPLETING") ||
+         has("CONFIGURING");
 }
 
 std::vector<ApiErrorEntry> decode_errors(const json& doc) {

@@ -46,6 +46,12 @@ std::vector<ApiErrorEntry> decode_errors(const nlohmann::json& doc);
 
 nlohmann::json encode_node_update(const NodeUpdate& update, const ApiVersion& v);
 nlohmann::json encode_job_submission(const JobSubmission& job, const ApiVersion& v);
+// The job_desc_msg of an external job: {"job": desc} to submit; desc alone to update a
+// pending one (less the flags, which an update may not change).
+nlohmann::json encode_external_job(const ExternalJob& job, const ApiVersion& v);
+// Per node, what a job holds (its job_resources); empty before it has nodes.
+Result<std::vector<JobNodeAllocation>> decode_job_allocation(const nlohmann::json& job,
+                                                             const ApiVersion& v);
 nlohmann::json encode_reservation(const Reservation& reservation, const ApiVersion& v);
 nlohmann::json encode_reservation_update(const std::string& name, const ReservationUpdate& update,
                                          const ApiVersion& v);

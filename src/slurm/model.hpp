@@ -83,8 +83,14 @@ struct Job {
   std::optional<Time> start_time;
   std::optional<std::chrono::minutes> time_limit;  // nullopt: unlimited
   std::optional<Time> end_time;
+  std::vector<std::string> flags;  // "EXTERNAL_JOB", ...
+  std::string admin_comment;       // set by administrators (and the bridge), never by users
+  int64_t priority = 0;
 
   bool has(const std::string& word) const;
+  bool external() const;
+  // Still holds or waits for resources: PENDING, RUNNING, SUSPENDED or COMPLETING.
+  bool active() const;
   bool operator==(const Job&) const = default;
 };
 
@@ -103,6 +109,42 @@ struct JobSubmission {
   int tasks = 1;
   std::vector<std::string> required_nodes;
   std::optional<std::chrono::minutes> time_limit;
+};
+
+// A job that runs outside slurmd (an EXTERNAL_JOB): Slurm allocates nodes and keeps the
+// accounts, something else (the kubelet) runs the work. No script, no steps. One task per pod.
+struct ExternalJob {
+  std::string name;
+  std::string partition;
+  std::string account;
+  std::string qos;
+  std::string reservation;
+  std::string constraints;
+  std::string licenses;
+  std::string wckey;
+  std::string user;   // a user name or a numeric uid; the token's user must be SlurmUser
+  std::string group;  // a group name or gid; empty: the user's
+  std::string admin_comment;
+  std::string mcs_label;
+  int64_t tasks = 1;
+  int64_t cpus_per_task = 0;  // 0: the partition's default
+  int64_t memory_per_cpu_mib = 0;  // 0: the partition's default
+  int64_t min_nodes = 1;
+  int64_t max_nodes = 1;
+  std::optional<int64_t> tasks_per_node;
+  bool exclusive = true;                    // whole nodes
+  std::vector<std::string> excluded_nodes;  // nodes the work could not run on
+  std::string tres_per_task;                // "gres/gpu:2"
+  std::optional<int64_t> priority;
+  std::optional<std::chrono::minutes> time_limit;
+};
+
+// What a job holds on one node.
+struct JobNodeAllocation {
+  std::string node;
+  int64_t cpus = 0;
+  int64_t memory_mib = 0;
+  bool operator==(const JobNodeAllocation&) const = default;
 };
 
 struct Partition {

@@ -246,5 +246,68 @@ TEST(EncodeJobSubmission, PutsTheScriptInsideTheJob) {
   EXPECT_FALSE(doc["job"].contains("partition"));
 }
 
+TEST(DecodeJobs, ReadsFlagsAdminCommentAndPriority) {
+  const json job = {{"job_id", 7},
+                    {"job_state", {"PENDING"}},
+                    {"flags", {"EXACT_MEMORY_REQUESTED", "EXTERNAL_JOB"}},
+                    {"admin_comment", R"({"pods":["ns/a"]})"},
+                    {"priority", number(4000)}};
+  const auto list = decode_jobs({{"jobs", {job}}}, kV0044);
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  const Job& j = list->jobs[0];
+  EXPECT_TRUE(j.external());
+  EXPECT_TRUE(j.active());
+  EXPECT_EQ(j.admin_comment, R"({"pods":["ns/a"]})");
+  EXPECT_EQ(j.priority, 4000);
+  const auto kept = decode_jobs({{"jobs", {keep_only(job, job_fields(kV0044))}}}, kV0044);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->jobs, list->jobs);
+}
+
+TEST(EncodeExternalJob, AsksForWholeNodesOnePodATaskAndLeavesDefaultsUnset) {
+  ExternalJob j;
+  j.name = "train";
+  j.tasks = 4;
+  j.min_nodes = 4;
+  j.max_nodes = 4;
+  j.tasks_per_node = 1;
+  j.cpus_per_task = 2;
+  j.excluded_nodes = {"k1"};
+  j.user = "alice";
+  j.tres_per_task = "gres/gpu:1";
+  j.admin_comment = R"({"pods":["ml/train-0"]})";
+  const json desc = encode_external_job(j, kV0044);
+  EXPECT_EQ(desc["flags"], json::array({"EXTERNAL_JOB"}));
+  EXPECT_EQ(desc["shared"], json::array({"none"}));
+  EXPECT_EQ(desc["tasks_per_node"], 1);
+  EXPECT_EQ(desc["excluded_nodes"], json::array({"k1"}));
+  EXPECT_EQ(desc["user_id"], "alice");
+  EXPECT_EQ(desc["tres_per_task"], "gres/gpu:1");
+  EXPECT_FALSE(desc.contains("script"));
+  EXPECT_FALSE(desc.contains("memory_per_cpu"));
+  EXPECT_FALSE(desc.contains("partition"));
+  EXPECT_FALSE(desc.contains("time_limit"));
+  j.exclusive = false;
+  EXPECT_EQ(encode_external_job(j, kV0044)["shared"], json::array());
+}
+
+TEST(DecodeJobAllocation, ReadsCpusAndMemoryNodeByNode) {
+  const json job = {
+      {"job_id", 4},
+      {"job_resources",
+       {{"nodes",
+         {{"allocation",
+           {{{"name", "k2"}, {"cpus", {{"count", 4}}}, {"memory", {{"allocated", 200}}}},
+            {{"name", "k3"}, {"cpus", {{"count", 2}}}, {"memory", {{"allocated", 100}}}}}}}}}}};
+  const auto a = decode_job_allocation(job, kV0044);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_EQ(a->size(), 2U);
+  EXPECT_EQ((*a)[0], (JobNodeAllocation{"k2", 4, 200}));
+  EXPECT_EQ((*a)[1].node, "k3");
+  const auto none = decode_job_allocation(json{{"job_id", 5}}, kV0044);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 }  // namespace
 }  // namespace tightrope::slurm
