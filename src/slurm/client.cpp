@@ -257,14 +257,13 @@ Result<int64_t> Client::submitted(const Result<Answer>& answer) {
 }
 
 Result<int64_t> Client::submit_job(const JobSubmission& job) {
-  return submitted(call("POST", api("/job/submit"),
-                        encode_job_submission(job, *options_.version), Safety::kOnce));
+  return submitted(call("POST", api("/job/submit"), encode_job_submission(job, *options_.version),
+                        Safety::kOnce));
 }
 
 Result<int64_t> Client::submit_external_job(const ExternalJob& job) {
   return submitted(call("POST", api("/job/submit"),
-                        json{{"job", encode_external_job(job, *options_.version)}},
-                        Safety::kOnce));
+                        json{{"job", encode_external_job(job, *options_.version)}}, Safety::kOnce));
 }
 
 Result<Done> Client::update_external_job(int64_t id, const ExternalJob& job) {

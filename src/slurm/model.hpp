@@ -127,7 +127,7 @@ struct ExternalJob {
   std::string admin_comment;
   std::string mcs_label;
   int64_t tasks = 1;
-  int64_t cpus_per_task = 0;  // 0: the partition's default
+  int64_t cpus_per_task = 0;       // 0: the partition's default
   int64_t memory_per_cpu_mib = 0;  // 0: the partition's default
   int64_t min_nodes = 1;
   int64_t max_nodes = 1;
