@@ -130,14 +130,17 @@ kube::DecodeResult decode_pod(element object, Pod* out) {
     out->termination_grace_seconds = grace;
   }
   simdjson::dom::array list;
-  out->finalizer = false;
+  out->finalizers.clear();
   if (object["metadata"]["finalizers"].get_array().get(list) == simdjson::SUCCESS) {
     for (const element f : list) {
       std::string_view name;
-      out->finalizer =
-          out->finalizer || (f.get_string().get(name) == simdjson::SUCCESS && name == kFinalizer);
+      if (f.get_string().get(name) == simdjson::SUCCESS) {
+        out->finalizers.emplace_back(name);
+      }
     }
   }
+  out->finalizer = std::find(out->finalizers.begin(), out->finalizers.end(), kFinalizer) !=
+                   out->finalizers.end();
   out->tolerations.clear();
   if (spec["tolerations"].get_array().get(list) == simdjson::SUCCESS) {
     for (const element t : list) {
@@ -209,6 +212,14 @@ kube::DecodeResult decode_node(element object, Node* out) {
   if (object["status"]["allocatable"].get(allocatable) == simdjson::SUCCESS) {
     out->allocatable = {quantity_milli(allocatable, "cpu"), quantity(allocatable, "memory"),
                         gpus_of(allocatable)};
+  }
+  out->address.clear();
+  if (object["status"]["addresses"].get_array().get(list) == simdjson::SUCCESS) {
+    for (const element a : list) {
+      if (kube::string_at(a, "type") == "InternalIP" && out->address.empty()) {
+        out->address = kube::string_at(a, "address");
+      }
+    }
   }
   out->ready = false;
   if (object["status"]["conditions"].get_array().get(list) == simdjson::SUCCESS) {

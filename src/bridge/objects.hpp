@@ -47,10 +47,11 @@ struct Pod {
   // Only the annotations the bridge reads: its own, the job options and the workload APIs'.
   Annotations annotations;
   std::string scheduler_name;
-  std::string node_name;   // bound to
-  std::string phase;       // Pending, Running, Succeeded, Failed, Unknown
-  bool finalizer = false;  // carries the bridge's finalizer
-  Resources requests;      // what one pod needs: containers, init containers and overhead
+  std::string node_name;                // bound to
+  std::string phase;                    // Pending, Running, Succeeded, Failed, Unknown
+  bool finalizer = false;               // carries the bridge's finalizer
+  std::vector<std::string> finalizers;  // all of them, the bridge's among them
+  Resources requests;  // what one pod needs: containers, init containers and overhead
   std::vector<Toleration> tolerations;
   std::vector<std::pair<std::string, std::string>> node_selector;
   bool resource_claims = false;   // spec.resourceClaims: not supported
@@ -70,6 +71,7 @@ struct Node {
   std::vector<Taint> taints;
   Resources allocatable;
   bool ready = false;
+  std::string address;  // its InternalIP: slurmctld never has to resolve a Node's name
 
   const std::string* annotation(std::string_view key) const;
   // Its name in Slurm: the slinky.slurm.net/slurm-nodename label, else the Node's name.

@@ -167,17 +167,22 @@ GroupPlan plan_group(const GroupState& state) {
 
 std::string node_conf(const Node& node, const std::string& default_partition) {
   const std::string* partitions = node.annotation(kAnnotationExternalNodePartitions);
-  std::string line =
-      "NodeName=" + node.slurm_name() + " State=EXTERNAL" +
-      " CPUs=" + std::to_string(std::max<int64_t>(1, node.allocatable.cpu_milli / 1000)) +
-      " RealMemory=" + std::to_string(std::max<int64_t>(1, node.allocatable.memory_bytes >> 20));
+  std::string line = "NodeName=" + node.slurm_name();
+  if (!node.address.empty()) {
+    line += " NodeAddr=" + node.address;
+  }
+  line += " State=EXTERNAL CPUs=" +
+          std::to_string(std::max<int64_t>(1, node.allocatable.cpu_milli / 1000)) + " RealMemory=" +
+          std::to_string(std::max<int64_t>(1, node.allocatable.memory_bytes >> 20));
   const std::string features =
       partitions != nullptr && !partitions->empty() ? *partitions : default_partition;
   if (!features.empty()) {
     line += " Features=" + features;
   }
   if (node.allocatable.gpus > 0) {
-    line += " Gres=gpu:" + std::to_string(node.allocatable.gpus);
+    // Without a gres.conf line slurmctld drops a GPU that names no device file.
+    const std::string count = std::to_string(node.allocatable.gpus);
+    line += " Gres=gpu:" + count + " GresConf=name=gpu,count=" + count;
   }
   if (const std::string* topology = node.annotation(kAnnotationTopology);
       topology != nullptr && !topology->empty()) {

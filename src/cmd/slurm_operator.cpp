@@ -2,12 +2,10 @@
 // Accounting, LoginSet, Token, NodeSet), run by a kube::Manager (leader election, health and
 // metrics endpoints, a clean stop on SIGTERM). Here: flags and wiring.
 #include <malloc.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
-#include <random>
 
 #include "base/log.hpp"
 #include "kube/client.hpp"
@@ -34,21 +32,6 @@ std::vector<std::string> split_list(const std::string& text) {
     }
   }
   return out;
-}
-
-// The pod's name (downward API POD_NAME, else the host name) and a random part, so that a
-// restarted process never reuses a holder identity.
-std::string identity() {
-  std::string name;
-  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
-    name = pod;
-  } else {
-    std::array<char, 256> host{};
-    gethostname(host.data(), host.size() - 1);
-    name = host.data();
-  }
-  std::random_device random;
-  return name + "_" + std::to_string(random());
 }
 
 }  // namespace
@@ -154,7 +137,7 @@ int main(int argc, char** argv) {
   kube::Client client(*config, client_options);
   kube::ManagerOptions manager;
   manager.name = "operator";
-  manager.identity = identity();
+  manager.identity = kube::process_identity();
   manager.metrics_addr = metrics_addr;
   manager.health_addr = health_addr;
   manager.registry = &registry;

@@ -3,9 +3,12 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
+#include <random>
 #include <tuple>
 
 #include "base/log.hpp"
@@ -118,6 +121,19 @@ int Manager::run(Runnable& runnable) {
   events_.flush(std::chrono::seconds(3));
   endpoints.stop();
   return lost ? 1 : 0;
+}
+
+std::string process_identity() {
+  std::string name;
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') {
+    name = pod;
+  } else {
+    std::array<char, 256> host{};
+    gethostname(host.data(), host.size() - 1);
+    name = host.data();
+  }
+  std::random_device random;
+  return name + "_" + std::to_string(random());
 }
 
 }  // namespace tightrope::kube

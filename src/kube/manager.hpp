@@ -43,6 +43,10 @@ struct ManagerOptions {
   std::chrono::seconds trim_period{60};
 };
 
+// A lease holder identity for this process: the pod's name (downward API POD_NAME, else the
+// host name) and a random part, so that a restarted process never reuses one.
+std::string process_identity();
+
 class Manager {
  public:
   // Blocks SIGTERM and SIGINT in the calling thread and every thread it starts from then on, so

@@ -232,8 +232,9 @@ TEST(SlurmClient, PingsDiagnosesAndReconfigures) {
   EXPECT_TRUE(diag->req_time_start.has_value());
   auto parts = c.list_partitions();
   ASSERT_TRUE(parts.ok());
-  // The bed's default partition, and nvlink (its block topology) over the same nodes.
-  ASSERT_EQ(parts->size(), 2U);
+  // The bed's default partition, nvlink (its block topology) over the same nodes, and
+  // slurm-bridge for the bridge's external nodes.
+  ASSERT_EQ(parts->size(), 3U);
   const auto bed = std::find_if(parts->begin(), parts->end(), [](const auto& p) {
     return p.name == TestBed::var("SLURM_PARTITION");
   });

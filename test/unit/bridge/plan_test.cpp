@@ -150,10 +150,11 @@ slurm::Node slurm_node(const std::string& name, std::vector<std::string> state,
 TEST(PlanNode, ALabelledNodeIsRegisteredTaintedAndItsCordonDrainsIt) {
   Node k1 = bridge_node("k1");
   k1.annotations[std::string(kAnnotationTopology)] = "topo-switch:s1";
+  k1.address = "10.0.0.7";
   NodePlan plan = plan_node({&k1, nullptr, "slurm-bridge-scheduler", "slurm-bridge"});
   EXPECT_EQ(plan.create,
-            "NodeName=k1 State=EXTERNAL CPUs=4 RealMemory=8192 "
-            "Features=slurm-bridge Gres=gpu:2 Topology=topo-switch:s1");
+            "NodeName=k1 NodeAddr=10.0.0.7 State=EXTERNAL CPUs=4 RealMemory=8192 "
+            "Features=slurm-bridge Gres=gpu:2 GresConf=name=gpu,count=2 Topology=topo-switch:s1");
   EXPECT_TRUE(plan.taint);
   k1.taints = {{std::string(kTaintManagedNode), "slurm-bridge-scheduler", "NoExecute"}};
   k1.unschedulable = true;
