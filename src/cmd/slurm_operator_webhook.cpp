@@ -10,6 +10,7 @@
 #include "kube/client.hpp"
 #include "kube/config.hpp"
 #include "kube/endpoints.hpp"
+#include "webhook/bridge_pods.hpp"
 #include "webhook/server.hpp"
 
 int main(int argc, char** argv) {
@@ -46,6 +47,11 @@ int main(int argc, char** argv) {
   app.add_flag("--pods-binding", pods_binding,
                "serve " + std::string(webhook::kBindingPath) +
                    ": a slurmd pod bound to a Node gets the Node's topology annotation");
+  std::string bridge_config;
+  app.add_option("--bridge-config", bridge_config,
+                 "slurm-bridge's configuration file: serve " +
+                     std::string(webhook::kBridgePodsPath) +
+                     " for the pods (and batch Jobs) of the namespaces the bridge manages");
   CLI11_PARSE(app, argc, argv);
 
   log::Level level = log::Level::kInfo;
@@ -98,6 +104,25 @@ int main(int argc, char** argv) {
   webhook::Server server(options, webhook::config_maps_from(client));
   if (pods_binding) {
     server.serve_bindings(webhook::copy_topology_with(client));
+  }
+  if (!bridge_config.empty()) {
+    auto loaded = bridge::load_bridge_config(bridge_config);
+    if (!loaded) {
+      log::error("webhook.bridge_config_failed", {{"error", loaded.error()}});
+      return 2;
+    }
+    const webhook::NamespaceLabels labels =
+        [&client](const std::string& name) -> std::optional<std::map<std::string, std::string>> {
+      auto ns = client.get(kube::resources::namespaces(), "", name);
+      if (!ns) {
+        return std::nullopt;
+      }
+      return (*ns).value("/metadata/labels"_json_pointer, std::map<std::string, std::string>());
+    };
+    server.serve_reviews(std::string(webhook::kBridgePodsPath),
+                         [config = *loaded, labels](std::string_view body) {
+                           return webhook::admit_bridge(body, config, labels);
+                         });
   }
   if (auto started = server.start(); !started) {
     log::error("webhook.start_failed", {{"address", server_addr}, {"error", started.error()}});

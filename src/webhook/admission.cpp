@@ -8,6 +8,7 @@
 #include "api/types.hpp"
 #include "api/validation.hpp"
 #include "api/well_known.hpp"
+#include "kube/base64.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/gpus.hpp"
 
@@ -41,21 +42,7 @@ std::string object_name(const Verdict& v) {
   return v.namespace_name.empty() ? v.name : v.namespace_name + "/" + v.name;
 }
 
-void deny_invalid(Verdict& v, api::FieldErrors errors) {
-  deny(v, 422, "Invalid", v.kind + " " + object_name(v) + ": " + api::join(errors));
-  v.causes = std::move(errors);
-}
-
-// What one request is about, read and checked.
-struct Request {
-  std::string operation;
-  std::string group;
-  std::string version;
-  std::string kind;
-  std::string sub_resource;
-  const json* object = nullptr;
-  const json* old_object = nullptr;
-};
+using Request = ReviewRequest;
 
 // ConfigMaps fetched at most once a review: an UPDATE checks both objects against them.
 class ConfigMaps {
@@ -242,7 +229,9 @@ const std::map<std::string, Checker, std::less<>>& checkers() {
 }
 
 // Reads the review into `r` and `v`; false (with `v` denied) when it is not one.
-bool read_review(const json& review, Request& r, Verdict& v) {
+}  // namespace
+
+bool read_review(const json& review, ReviewRequest& r, Verdict& v) {
   if (!review.is_object()) {
     bad_request(v, "the body is not a JSON object");
     return false;
@@ -322,7 +311,10 @@ bool read_review(const json& review, Request& r, Verdict& v) {
   return true;
 }
 
-}  // namespace
+void deny_invalid(Verdict& v, api::FieldErrors errors) {
+  deny(v, 422, "Invalid", v.kind + " " + object_name(v) + ": " + api::join(errors));
+  v.causes = std::move(errors);
+}
 
 Verdict admit(const json& review, const ConfigMapLookup& config_maps) {
   Verdict v;
@@ -386,6 +378,10 @@ json review_response(const Verdict& v) {
   }
   if (!v.warnings.empty()) {
     response["warnings"] = v.warnings;
+  }
+  if (v.allowed && v.patch.is_array() && !v.patch.empty()) {
+    response["patchType"] = "JSONPatch";
+    response["patch"] = kube::encode_base64(v.patch.dump());
   }
   return {{"apiVersion", v.api_version}, {"kind", "AdmissionReview"}, {"response", response}};
 }

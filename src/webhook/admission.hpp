@@ -37,6 +37,8 @@ struct Verdict {
   std::string message;  // when denied: "Controller slurm/slurm: spec.clusterName: ..."
   api::FieldErrors causes;
   std::vector<std::string> warnings;
+  // When allowed, a mutating webhook's changes: JSON Patch operations (null: none).
+  nlohmann::json patch;
 
   std::string operation;  // CREATE, UPDATE, DELETE, CONNECT
   std::string kind;       // "Controller"
@@ -55,6 +57,22 @@ struct Verdict {
 Verdict admit(const nlohmann::json& review, const ConfigMapLookup& config_maps);
 // The same from the request body; text that is not JSON is a denial.
 Verdict admit(std::string_view body, const ConfigMapLookup& config_maps);
+
+// What one request is about, read and checked.
+struct ReviewRequest {
+  std::string operation;
+  std::string group;
+  std::string version;
+  std::string kind;
+  std::string sub_resource;
+  const nlohmann::json* object = nullptr;
+  const nlohmann::json* old_object = nullptr;
+};
+// Reads a review's envelope (apiVersion, kind, uid, operation, the objects) into `r` and the
+// Verdict's identity fields; false, with `v` a 400 denial saying why, when it cannot be read.
+bool read_review(const nlohmann::json& review, ReviewRequest& r, Verdict& v);
+// Denies with 422 "Invalid", one cause per field, as the API server's own validation does.
+void deny_invalid(Verdict& v, api::FieldErrors errors);
 
 // The AdmissionReview that answers: apiVersion, kind, response {uid, allowed, status, warnings}.
 nlohmann::json review_response(const Verdict& verdict);

@@ -149,6 +149,17 @@ tightrope::Result<Done, std::string> Server::start() {
                    res.set_content(review_response(verdict).dump(), "application/json");
                  });
   }
+  for (const auto& [path, handler] : extra_) {
+    server->Post(path,
+                 [this, &handler = handler](const httplib::Request& req, httplib::Response& res) {
+                   const auto started = std::chrono::steady_clock::now();
+                   const Verdict verdict = handler(std::string_view(req.body));
+                   const auto took = std::chrono::steady_clock::now() - started;
+                   log_verdict(verdict, req.path, took);
+                   count(verdict, took);
+                   res.set_content(review_response(verdict).dump(), "application/json");
+                 });
+  }
   // Nothing to wait for once the certificate is loaded: ready as soon as it serves.
   for (const char* path : {"/healthz", "/readyz"}) {
     server->Get(path, [](const httplib::Request&, httplib::Response& res) {

@@ -63,6 +63,11 @@ class Server {
   tightrope::Result<Done, std::string> start();
   // Serves kBindingPath too, before start().
   void serve_bindings(BindingEffect effect) { binding_effect_ = std::move(effect); }
+  // Serves reviews on another path with another decision (slurm-bridge's pods), before start().
+  using ReviewHandler = std::function<Verdict(std::string_view body)>;
+  void serve_reviews(std::string path, ReviewHandler handler) {
+    extra_.emplace_back(std::move(path), std::move(handler));
+  }
   // The bound port, once started.
   int port() const { return port_; }
   // Looks at the certificate's files again (as a handshake does) and sets the expiry metric:
@@ -77,6 +82,7 @@ class Server {
   ServerOptions options_;
   ConfigMapLookup config_maps_;
   BindingEffect binding_effect_;
+  std::vector<std::pair<std::string, ReviewHandler>> extra_;
   std::unique_ptr<ServingCertificate> certificate_;  // outlives server_'s TLS context
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
