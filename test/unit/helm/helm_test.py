@@ -42,6 +42,9 @@ CASES = [
     ("slurm-full", "slurm", "hpc", "hpc", ["slurm-full.yaml"], False),
     ("slurm-single-node", "slurm", "slurm", "slurm", ["deploy/helm/values/single-node.yaml"], True),
     ("slurm-slinky", "slurm", "hpc", "hpc", ["slurm-slinky.yaml"], True),
+    ("bridge-default", "slurm-bridge", "slurm-bridge", "slurm-bridge", [], True),
+    ("bridge-site", "slurm-bridge", "bridge", "slurm", ["bridge-site.yaml"], False),
+    ("bridge-slinky", "slurm-bridge", "slurm-bridge", "slurm-bridge", ["bridge-slinky.yaml"], False),
 ]
 
 # Values helm must refuse, and what its message must name: (chart, arguments, path, as a
@@ -66,6 +69,10 @@ INVALID = [
     ("slurm", ["--set", "restapi.replicas=one"], "restapi/replicas"),
     ("slurm", ["--set", "nodesets.slinky.scalingMode=Deployment"], "nodesets/slinky/scalingMode"),
     ("slurm", ["--set-string", "configFiles.slurm\\.conf=ClusterName=x"], "configFiles"),
+    ("slurm-bridge", ["--set", "scheduler.groupWorkers=0"], "scheduler/groupWorkers"),
+    ("slurm-bridge", ["--set", "admission.failurePolicy=Never"], "admission/failurePolicy"),
+    ("slurm-bridge", ["--set", "sharedConfig.slurmRestApi=slurm:6820"], "sharedConfig/slurmRestApi"),
+    ("slurm-bridge", ["--set", "admission.managedNamespaces={Bad_NS}"], "admission/managedNamespaces"),
 ]
 
 # Values the schema cannot judge and the templates refuse: (chart, arguments, message part).
@@ -87,10 +94,14 @@ REFUSED = [
      "operator.metricsSecure needs operator.metricsPort"),
     ("slurm-operator", ["--set", "certManager.enabled=true", "--set", "webhook.certificate.cert=x"],
      "webhook.certificate and certManager.enabled"),
+    ("slurm-bridge", ["--set", "scheduler.replicaCount=2"],
+     "more than one bridge needs scheduler.leaderElect: true"),
+    ("slurm-bridge", ["--set", "admission.tls.existingSecret=x"],
+     "admission.tls.caBundle: the CA of admission.tls.existingSecret"),
 ]
 
 # The charts whose cases and checks run (--chart narrows it to one).
-SELECTED = ["slurm-operator", "slurm"]
+SELECTED = ["slurm-operator", "slurm", "slurm-bridge"]
 
 # The six CRDs live once, in the slurm-operator-crds chart (a subchart of slurm-operator).
 CRD_CHART = CHARTS / "slurm-operator" / "charts" / "slurm-operator-crds"
@@ -167,7 +178,7 @@ def check_golden(update, failures):
 
 
 def check_lint(failures):
-    for chart in ("slurm-operator", "slurm"):
+    for chart in ("slurm-operator", "slurm", "slurm-bridge"):
         if chart not in SELECTED:
             continue
         result = helm("lint", "--strict", str(CHARTS / chart))
