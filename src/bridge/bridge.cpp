@@ -645,7 +645,20 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
     }
   }
   job->excluded_nodes = excluded_nodes(pods, bridge_nodes);
+  // Slurm nodes no Kubernetes Node is (other slurmd of a partition shared with NodeSets): a
+  // pod could not be bound there.
+  for (const auto& [name, node] : *snapshot.nodes) {
+    if (nodes_->store().by_index(kSlurmNameIndex, name).empty()) {
+      job->excluded_nodes.push_back(name);
+    }
+  }
   auto id = slurm_.submit_external_job(*job);
+  if (!id && id.error().message.find("Invalid node name") != std::string::npos) {
+    // An excluded node left Slurm since the feed's last read: read again, then submit again.
+    feed_.force_resync();
+    log::info("bridge.submit_retried", {{"group", group.key()}, {"error", id.error().message}});
+    return false;
+  }
   if (!id) {
     const std::string message = "Slurm refused the job: " + id.error().message;
     for (const Pod* pod : pods) {

@@ -32,7 +32,7 @@ class BridgeTest : public ::testing::Test {
     slurm_ = std::make_unique<slurm::Client>(
         o, std::make_shared<slurm::MintingTokenSource>(TestBed::var("SLURM_JWT_KEY"), "slurm"));
     std::vector<testing::HollowNode> nodes;
-    for (int i = 1; i <= 3; ++i) {
+    for (int i = 1; i <= kNodes; ++i) {
       nodes.push_back({node(i), "4", "8Gi", 0, {{std::string(kLabelExternalNode), "true"}}});
     }
     kubelet_ = std::make_unique<testing::HollowKubelet>(*kube_, ns_, nodes);
@@ -52,7 +52,7 @@ class BridgeTest : public ::testing::Test {
     bridge_.reset();
     kubelet_->stop();
     // The Nodes are gone: their Slurm nodes follow (a new bridge would see to it; here, now).
-    for (int i = 1; i <= 3; ++i) {
+    for (int i = 1; i <= kNodes; ++i) {
       (void)slurm_->delete_node(node(i));
     }
     for (const auto& job : jobs()) {
@@ -135,6 +135,7 @@ class BridgeTest : public ::testing::Test {
     return !p && p.error().kind == kube::ErrorKind::kNotFound;
   }
 
+  static constexpr int kNodes = 4;
   static inline int counter_ = 0;
   std::unique_ptr<kube::Client> kube_;
   std::string ns_;
@@ -216,16 +217,16 @@ TEST_F(BridgeTest, APodRunsWhereSlurmPutsItAndItsEndEndsTheJob) {
   ASSERT_TRUE(eventually([&] { return !pod("solo")["metadata"].contains("finalizers"); }));
 }
 
-TEST_F(BridgeTest, AGangWaitsForEnoughFreeNodesAndStartsWhole) {
+TEST_F(BridgeTest, AGangOfFourOnThreeFreeNodesWaitsAndStartsWholeWhenAFourthFrees) {
   ASSERT_TRUE(kube_->create(kube::resources::pods(), ns_, pod_doc("first")).ok());
   ASSERT_TRUE(eventually([&] { return !node_of("first").empty(); }, 30s));
-  // An Indexed Job of 3 pods run at once: one Slurm job of 3 nodes, while only 2 are free.
+  // An Indexed Job of 4 pods run at once: one Slurm job of 4 nodes, while only 3 are free.
   const json batch = {{"apiVersion", "batch/v1"},
                       {"kind", "Job"},
                       {"metadata", {{"name", "gang"}, {"namespace", ns_}}},
                       {"spec",
-                       {{"completions", 3},
-                        {"parallelism", 3},
+                       {{"completions", 4},
+                        {"parallelism", 4},
                         {"completionMode", "Indexed"},
                         {"template",
                          {{"spec",
@@ -245,7 +246,7 @@ TEST_F(BridgeTest, AGangWaitsForEnoughFreeNodesAndStartsWhole) {
   ASSERT_TRUE(eventually(
       [&] {
         const json pods = gang_pods();
-        return pods.size() == 3 && std::all_of(pods.begin(), pods.end(), [](const json& p) {
+        return pods.size() == 4 && std::all_of(pods.begin(), pods.end(), [](const json& p) {
                  return p["metadata"].contains("labels") &&
                         p["metadata"]["labels"].contains(std::string(kLabelJobId));
                });
@@ -283,7 +284,7 @@ TEST_F(BridgeTest, AGangWaitsForEnoughFreeNodesAndStartsWhole) {
   for (const json& p : gang_pods()) {
     used.insert(p["spec"]["nodeName"].get<std::string>());
   }
-  EXPECT_EQ(used.size(), 3U);
+  EXPECT_EQ(used.size(), 4U);
   EXPECT_TRUE(job(id)->has("RUNNING"));
 }
 
@@ -307,8 +308,8 @@ TEST_F(BridgeTest, ScancelDeletesThePodsAndDeletingThePodsEndsTheJob) {
 }
 
 TEST_F(BridgeTest, ARestartedBridgeFindsItsJobsInSlurmAndLosesNothing) {
-  // Four pods that want a whole node each (4 CPUs) on three nodes: one waits.
-  const std::vector<std::string> names = {"r1", "r2", "r3", "r4"};
+  // Five pods that want a whole node each (4 CPUs) on four nodes: one waits.
+  const std::vector<std::string> names = {"r1", "r2", "r3", "r4", "r5"};
   for (const auto& name : names) {
     ASSERT_TRUE(kube_->create(kube::resources::pods(), ns_, pod_doc(name, "4")).ok());
   }
@@ -318,14 +319,14 @@ TEST_F(BridgeTest, ARestartedBridgeFindsItsJobsInSlurmAndLosesNothing) {
   };
   ASSERT_TRUE(eventually(
       [&] {
-        return bound() == 3 && std::all_of(names.begin(), names.end(), [&](const std::string& n) {
-                 return !job_label(n).empty();
-               });
+        return bound() == kNodes &&
+               std::all_of(names.begin(), names.end(),
+                           [&](const std::string& n) { return !job_label(n).empty(); });
       },
       30s));
-  bridge_.reset();  // mid-flight: one job pending, three running
+  bridge_.reset();  // mid-flight: one job pending, four running
   const size_t before = jobs().size();
-  EXPECT_EQ(before, 4U);
+  EXPECT_EQ(before, names.size());
   std::string waiting;
   std::string ended;
   for (const auto& name : names) {
