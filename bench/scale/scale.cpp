@@ -41,6 +41,7 @@
 #include "../test/integration/kube/kube_support.hpp"
 #include "../test/integration/nodeset/nodeset_support.hpp"
 #include "../test/integration/operator/operator_support.hpp"
+#include "footprint.hpp"
 #include "http.hpp"
 #include "kube/informer.hpp"
 #include "operator/resources.hpp"
@@ -58,8 +59,15 @@ using Steady = std::chrono::steady_clock;
 namespace kube = tightrope::kube;
 namespace slurm = tightrope::slurm;
 namespace op = tightrope::op;
+using tightrope::bench::all_processes;
+using tightrope::bench::audit_between;
+using tightrope::bench::AuditCount;
 using tightrope::bench::CountingProxy;
+using tightrope::bench::file_size;
 using tightrope::bench::HollowKubelet;
+using tightrope::bench::top;
+using tightrope::bench::Usage;
+using tightrope::bench::usage_of;
 using tightrope::testing::TestBed;
 using PodInformer = kube::Informer<kube::Document>;
 
@@ -79,91 +87,6 @@ double since(Steady::time_point t) {
 }
 
 // --- the operator process and its footprint ------------------------------------------------
-
-struct Usage {
-  double rss_mib = 0;
-  double cpu_s = 0;
-  double hwm_mib = 0;  // peak RSS the kernel saw (the main process)
-};
-
-// What /proc/<pid>/stat says of a process.
-struct ProcStat {
-  pid_t pid = 0;
-  std::string comm;
-  pid_t ppid = 0;
-  double cpu_s = 0;  // utime + stime
-};
-
-std::optional<ProcStat> read_stat(const std::filesystem::path& dir) {
-  std::ifstream stat(dir / "stat");
-  std::string line;
-  std::getline(stat, line);
-  const size_t open = line.find('(');
-  const size_t close = line.rfind(')');
-  if (open == std::string::npos || close == std::string::npos) {
-    return std::nullopt;
-  }
-  ProcStat out;
-  out.pid = std::stoi(dir.filename().string());
-  out.comm = line.substr(open + 1, close - open - 1);
-  std::istringstream rest(line.substr(close + 2));
-  std::vector<std::string> fields;
-  for (std::string f; rest >> f;) {
-    fields.push_back(f);
-  }
-  // After the ")": state(0) ppid(1) ... utime(11) stime(12).
-  if (fields.size() <= 12) {
-    return std::nullopt;
-  }
-  out.ppid = std::stoi(fields[1]);
-  out.cpu_s =
-      (std::stod(fields[11]) + std::stod(fields[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  return out;
-}
-
-std::vector<ProcStat> all_processes() {
-  std::vector<ProcStat> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) == 0) {
-      continue;
-    }
-    if (auto stat = read_stat(entry.path())) {
-      out.push_back(std::move(*stat));
-    }
-  }
-  return out;
-}
-
-// RSS and CPU of pid and its descendants.
-Usage usage_of(pid_t root) {
-  const std::vector<ProcStat> processes = all_processes();
-  std::set<pid_t> tree = {root};
-  for (bool grew = true; grew;) {
-    grew = false;
-    for (const auto& p : processes) {
-      if (tree.count(p.ppid) != 0 && tree.insert(p.pid).second) {
-        grew = true;
-      }
-    }
-  }
-  Usage u;
-  for (const auto& p : processes) {
-    if (tree.count(p.pid) == 0) {
-      continue;
-    }
-    u.cpu_s += p.cpu_s;
-    std::ifstream status("/proc/" + std::to_string(p.pid) + "/status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.starts_with("VmRSS:")) {
-        u.rss_mib += std::stod(line.substr(6)) / 1024.0;
-      } else if (line.starts_with("VmHWM:") && p.pid == root) {
-        u.hwm_mib = std::stod(line.substr(6)) / 1024.0;
-      }
-    }
-  }
-  return u;
-}
 
 // CPU seconds so far of the bed's processes, by program name, and of this harness (which plays
 // kubelet for every hollow pod): where a phase's time went on a small machine.
@@ -315,62 +238,6 @@ class Sampler {
 };
 
 // --- what the API server's audit log says the operator did ---------------------------------
-
-struct AuditCount {
-  int64_t requests = 0;  // Lease requests not included
-  int64_t lease_requests = 0;
-  std::map<std::string, int64_t> by_kind;  // "verb resource[/subresource]"
-  // Requests the API server refused (4xx: a pod already gone, one that already exists): writes
-  // the operator should not have sent. "verb resource[/subresource] code".
-  int64_t refused = 0;
-  std::map<std::string, int64_t> refused_by_kind;
-};
-
-std::streamoff file_size(const std::string& path) {
-  std::ifstream f(path, std::ios::ate | std::ios::binary);
-  return f ? static_cast<std::streamoff>(f.tellg()) : 0;
-}
-
-AuditCount audit_between(const std::string& path, std::streamoff from, std::streamoff to) {
-  AuditCount c;
-  std::ifstream f(path, std::ios::binary);
-  f.seekg(from);
-  std::string line;
-  while (f.tellg() >= 0 && f.tellg() < to && std::getline(f, line)) {
-    const json e = json::parse(line, nullptr, false);
-    if (!e.is_object()) {
-      continue;
-    }
-    const json ref = e.value("objectRef", json::object());
-    const std::string resource = ref.value("resource", "");
-    std::string kind = e.value("verb", "") + " " + resource;
-    if (ref.contains("subresource")) {
-      kind += "/" + ref.value("subresource", "");
-    }
-    if (resource == "leases") {
-      ++c.lease_requests;
-    } else {
-      ++c.requests;
-      const int code = e.value("/responseStatus/code"_json_pointer, 0);
-      if (code >= 400 && code < 500) {
-        ++c.refused;
-        ++c.refused_by_kind[kind + " " + std::to_string(code)];
-      }
-    }
-    ++c.by_kind[kind];
-  }
-  return c;
-}
-
-json top(const std::map<std::string, int64_t>& counts, size_t n) {
-  std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
-  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  json out = json::object();
-  for (size_t i = 0; i < v.size() && i < n && v[i].second > 0; ++i) {
-    out[v[i].first] = v[i].second;
-  }
-  return out;
-}
 
 // --- pods as the harness sees them ----------------------------------------------------------
 

@@ -692,6 +692,13 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
   return ok;
 }
 
+bool Bridge::registered_recently(const std::string& slurm_name) {
+  std::lock_guard lock(recent_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(registered_, [now](const auto& r) { return now - r.second > kRecentJob; });
+  return registered_.contains(slurm_name);
+}
+
 void Bridge::remember(int64_t job_id, bool cancelled) {
   std::lock_guard lock(recent_mu_);
   const auto now = std::chrono::steady_clock::now();
@@ -888,6 +895,9 @@ kube::ReconcileOutcome Bridge::reconcile_node(const std::string& slurm_name) {
     return kube::ReconcileOutcome(
         fail(std::string(action) + " " + slurm_name + ": " + error.message));
   };
+  if (plan.create && registered_recently(slurm_name)) {
+    return kube::ReconcileResult{false, milliseconds(500)};  // the feed has not shown it yet
+  }
   if (plan.create) {
     auto done = slurm_.create_node(*plan.create);
     if (!done && done.error().message.find("already exists") != std::string::npos) {
@@ -896,6 +906,10 @@ kube::ReconcileOutcome Bridge::reconcile_node(const std::string& slurm_name) {
     }
     if (!done) {
       return slurm_failed("register", done.error());
+    }
+    {
+      std::lock_guard lock(recent_mu_);
+      registered_[slurm_name] = std::chrono::steady_clock::now();
     }
     events_.normal(node_reference(*node), "SlurmNodeRegistered",
                    "registered in Slurm: " + *plan.create);

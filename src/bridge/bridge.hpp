@@ -118,8 +118,11 @@ class Bridge final : public kube::Runnable {
     bool cancelled = false;
   };
   void remember(int64_t job_id, bool cancelled);
+  // Registered in Slurm a moment ago, which the feed may not show yet.
+  bool registered_recently(const std::string& slurm_name);
   std::mutex recent_mu_;
   std::map<int64_t, Recent> recent_;
+  std::map<std::string, std::chrono::steady_clock::time_point> registered_;
 
   metrics::CounterFamily* submitted_ = nullptr;
   metrics::CounterFamily* bound_ = nullptr;

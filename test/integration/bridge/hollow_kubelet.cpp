@@ -10,8 +10,11 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 
 HollowKubelet::HollowKubelet(kube::Client& client, std::string namespace_name,
-                             std::vector<HollowNode> nodes)
-    : client_(client), namespace_(std::move(namespace_name)), nodes_(std::move(nodes)) {}
+                             std::vector<HollowNode> nodes, bool run_pods)
+    : client_(client),
+      namespace_(std::move(namespace_name)),
+      nodes_(std::move(nodes)),
+      run_pods_(run_pods) {}
 
 HollowKubelet::~HollowKubelet() {
   stop();
@@ -106,7 +109,9 @@ void HollowKubelet::renew() {
 void HollowKubelet::loop() {
   auto renewed = std::chrono::steady_clock::now();
   while (!stopping_) {
-    sync();
+    if (run_pods_) {
+      sync();
+    }
     if (std::chrono::steady_clock::now() - renewed > std::chrono::seconds(10)) {
       renew();
       renewed = std::chrono::steady_clock::now();

@@ -27,7 +27,9 @@ struct HollowNode {
 
 class HollowKubelet {
  public:
-  HollowKubelet(kube::Client& client, std::string namespace_name, std::vector<HollowNode> nodes);
+  // run_pods false: the Nodes only (a benchmark that counts bindings, not running pods).
+  HollowKubelet(kube::Client& client, std::string namespace_name, std::vector<HollowNode> nodes,
+                bool run_pods = true);
   ~HollowKubelet();
   HollowKubelet(const HollowKubelet&) = delete;
   HollowKubelet& operator=(const HollowKubelet&) = delete;
@@ -48,6 +50,7 @@ class HollowKubelet {
   kube::Client& client_;
   std::string namespace_;
   std::vector<HollowNode> nodes_;
+  bool run_pods_ = true;
   std::mutex mu_;
   std::map<std::string, bool> failed_;  // by node
   std::atomic<bool> stopping_{false};
