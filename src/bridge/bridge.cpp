@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/log.hpp"
+#include "base/text.hpp"
 #include "kube/time.hpp"
 #include "slurm/hostlist.hpp"
 
@@ -38,22 +39,6 @@ constexpr const char* kGroupIndex = "group";
 constexpr const char* kSlurmNameIndex = "slurm-name";
 // How long a job the bridge just submitted counts as PENDING before the feed has seen it.
 constexpr auto kRecentJob = std::chrono::seconds(30);
-
-std::vector<std::string> split_commas(const std::string& text) {
-  std::vector<std::string> out;
-  std::string item;
-  for (const char c : text + ",") {
-    if (c == ',') {
-      if (!item.empty()) {
-        out.push_back(item);
-      }
-      item.clear();
-    } else if (c != ' ') {
-      item.push_back(c);
-    }
-  }
-  return out;
-}
 
 kube::ObjectReference node_reference(const Node& node) {
   return {"v1", "Node", "", node.meta.name, node.meta.uid};
@@ -322,7 +307,7 @@ JobDefaults Bridge::defaults_for(const std::string& namespace_name) const {
     }
     const auto users = ns->annotations.find(std::string(kAnnotationNamespaceUsers));
     if (users != ns->annotations.end()) {
-      for (auto& u : split_commas(users->second)) {
+      for (auto& u : split_list(users->second)) {
         d.allowed_users.push_back(std::move(u));
       }
     }

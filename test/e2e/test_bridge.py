@@ -17,7 +17,7 @@ import time
 import pytest
 
 from harness import (ENV, HOST, NS, RELEASE, REPO, cluster_state, get, helm, install_cluster, install_operator,
-                     job_state, kubectl, run, slurm, submit, wait_until)
+                     job_state, kubectl, node_states, run, slurm, submit, wait_until)
 
 BRIDGE = "slurm-bridge"
 PODS_NS = "bridge-e2e"
@@ -89,7 +89,7 @@ def cluster():
     values = json.loads(run(str(REPO / "scripts/testbed"), "--name", ENV["TESTBED_NAME"], "site-values").stdout)
     values["nodesets"]["slinky"]["replicas"] = 2
     install_cluster("bridge", values)
-    wait_until("2 idle workers", lambda: slurm("sinfo", "-h", "-N", "-o", "%N %t", check=False).count("idle") == 2,
+    wait_until("2 idle workers", lambda: sorted(node_states().items()) == [(f"{HOST}0", "idle"), (f"{HOST}1", "idle")],
                420, cluster_state, period=5)
     kubectl("label", "node", KUBE_NODE, f"slinky.slurm.net/slurm-nodename={SLURM_NODE}", "--overwrite")
     kubectl("create", "namespace", PODS_NS)
