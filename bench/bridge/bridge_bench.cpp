@@ -322,9 +322,23 @@ int run(const Options& o) {
                   }()}};
   std::cout << result.dump(2) << "\n";
   std::ofstream(o.out) << result.dump(2) << "\n";
+  // The bridge cleans up after itself: the pods go, their jobs are cancelled, the Nodes leave
+  // Slurm. The bed (which bench/run destroys) is left as it was found.
   pods.stop();
-  kubelet.stop();
   (void)client->remove(kube::resources::namespaces(), "", ns);
+  kubelet.stop();
+  const bool clean = kube::testing::eventually(
+      [&] {
+        auto jobs = slurm_client.list_jobs();
+        const bool jobs_done =
+            jobs &&
+            std::none_of(jobs->list.jobs.begin(), jobs->list.jobs.end(), [&](const slurm::Job& j) {
+              return j.active() && j.admin_comment.find(ns) != std::string::npos;
+            });
+        return jobs_done && registered() == 0;
+      },
+      std::chrono::seconds(300));
+  std::cout << (clean ? "cleaned up" : "left jobs or nodes in Slurm") << "\n";
   return all_bound ? 0 : 1;
 }
 

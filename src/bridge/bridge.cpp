@@ -533,6 +533,7 @@ bool Bridge::carry_out(const GroupKey& group, const GroupPlan& plan, const Batch
     }
     cancelled.insert(id);
     remember(id, true);
+    feed_.poll_soon(milliseconds(100));  // the nodes it freed may start a waiting job
     log::info("bridge.job_cancelled",
               {{"job", std::to_string(id)}, {"group", group.key()}, {"why", why}});
     if (cancelled_ != nullptr) {
@@ -659,6 +660,9 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
     return false;
   }
   remember(*id, false);
+  // Slurm usually allocates within milliseconds of a submission: read its answer soon, not at the
+  // end of the feed's period.
+  feed_.poll_soon(milliseconds(100));
   if (submitted_ != nullptr) {
     submitted_->with({}).inc();
   }

@@ -254,13 +254,32 @@ void ChangeFeed::run() {
     } else {
       wait = std::min(std::max(wait * 2, options_.period), options_.max_backoff);
     }
-    // Polls start one period apart, however long a poll took.
+    // Polls start one period apart, however long a poll took, unless asked for sooner.
     std::unique_lock lock(run_mu_);
     const auto next = outcome ? started + wait : std::chrono::steady_clock::now() + wait;
-    if (wake_.wait_until(lock, next, [this] { return stopping_; })) {
-      return;
+    for (;;) {
+      if (stopping_) {
+        return;
+      }
+      const auto until = soon_ && outcome ? std::min(next, *soon_) : next;
+      if (std::chrono::steady_clock::now() >= until) {
+        break;
+      }
+      wake_.wait_until(lock, until);
+    }
+    soon_.reset();
+  }
+}
+
+void ChangeFeed::poll_soon(std::chrono::milliseconds delay) {
+  {
+    std::lock_guard lock(run_mu_);
+    const auto at = std::chrono::steady_clock::now() + delay;
+    if (!soon_ || at < *soon_) {
+      soon_ = at;
     }
   }
+  wake_.notify_all();
 }
 
 }  // namespace tightrope::slurm

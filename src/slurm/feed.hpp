@@ -127,6 +127,10 @@ class ChangeFeed {
   Result<PollOutcome> poll_once();
   // The next poll lists everything unconditionally (after a slurmctld restart, say).
   void force_resync();
+  // The next poll comes within `delay` rather than at the end of the period: a caller that just
+  // changed something (submitted a job) learns Slurm's answer sooner. Calls before that poll
+  // are one poll; the period goes on from it.
+  void poll_soon(std::chrono::milliseconds delay);
 
   void start();
   void stop();  // returns after the thread has ended; idempotent
@@ -158,6 +162,7 @@ class ChangeFeed {
   std::mutex run_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::optional<std::chrono::steady_clock::time_point> soon_;  // under run_mu_
   std::thread thread_;
 };
 

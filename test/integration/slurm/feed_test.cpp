@@ -78,6 +78,30 @@ TEST(ChangeFeed, AnIdleClusterIsAnsweredWithNotModified) {
   EXPECT_EQ(feed.requests(), 8U) << "one request per poll";
 }
 
+TEST(ChangeFeed, PollsSoonWhenAskedAndOtherwiseOnceAPeriod) {
+  Client c = client();
+  FeedOptions o;
+  o.period = 30s;
+  ChangeFeed feed(c, o);
+  feed.start();
+  const auto polled = [&](uint64_t n) {
+    for (int i = 0; i < 200 && feed.requests() < n; ++i) {
+      std::this_thread::sleep_for(10ms);
+    }
+    return feed.requests() >= n;
+  };
+  ASSERT_TRUE(polled(1));
+  const uint64_t first = feed.requests();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(feed.requests(), first) << "a poll before the period ended, unasked";
+  feed.poll_soon(50ms);
+  feed.poll_soon(100ms);  // the same poll
+  EXPECT_TRUE(polled(first + 1));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(feed.requests(), first + 1);
+  feed.stop();
+}
+
 TEST(ChangeFeed, ReportsADrainMadeWithScontrol) {
   Client c = client();
   ChangeFeed feed(c);

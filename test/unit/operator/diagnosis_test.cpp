@@ -58,7 +58,8 @@ TEST(Diagnosis, ADrainHeldByAnEndlessJobMakesTheControllerUnhealthy) {
   (*nodes)["w-0"].reason = "bad fan";
   in.snapshot.nodes = nodes;
   auto jobs = std::make_shared<std::map<int64_t, slurm::Job>>();
-  (*jobs)[7] = {7, "sim", {"RUNNING"}, "w-0", "alice", "", "p", "None", {}, std::nullopt, {}, {}, "", 0};
+  (*jobs)[7] = {7,      "sim", {"RUNNING"},  "w-0", "alice", "", "p",
+                "None", {},    std::nullopt, {},    {},      "", 0};
   in.snapshot.jobs = jobs;
   const auto found = run(in);
   ASSERT_EQ(found.size(), 1U);
