@@ -435,6 +435,7 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
   };
   std::set<int64_t> used;
   bool retry = false;
+  bool later = false;
   std::vector<std::shared_ptr<const Node>> held_nodes;  // the Nodes the plans point at
   const int64_t size =
       gang && !held.empty()
@@ -469,9 +470,9 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
       }
     }
     const GroupPlan plan = plan_group(state);
-    if (!carry_out(*group, plan, batch_job.get())) {
-      retry = true;
-    }
+    const Outcome outcome = carry_out(*group, plan, batch_job.get());
+    retry = retry || outcome == Outcome::kRetry;
+    later = later || outcome == Outcome::kLater;
   };
   for (const auto& pods : subgroups) {
     // The jobs that claim these pods (found in Slurm alone, after a restart).
@@ -511,11 +512,16 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
   if (retry) {
     return kube::ReconcileResult{true, milliseconds(0)};
   }
+  if (later) {
+    return kube::ReconcileResult{false, std::chrono::seconds(10)};
+  }
   return kube::ReconcileResult{};
 }
 
-bool Bridge::carry_out(const GroupKey& group, const GroupPlan& plan, const BatchJob* batch_job) {
+Bridge::Outcome Bridge::carry_out(const GroupKey& group, const GroupPlan& plan,
+                                  const BatchJob* batch_job) {
   bool ok = true;
+  bool later = false;
   const auto failed = [this, &ok](const char* action, const std::string& error,
                                   const std::string& subject) {
     ok = false;
@@ -571,8 +577,10 @@ bool Bridge::carry_out(const GroupKey& group, const GroupPlan& plan, const Batch
       ok = false;
     }
   }
-  if (!plan.submit.empty() && !submit(group, plan.submit, batch_job)) {
-    ok = false;
+  if (!plan.submit.empty()) {
+    const Outcome submitted = submit(group, plan.submit, batch_job);
+    ok = ok && submitted != Outcome::kRetry;
+    later = submitted == Outcome::kLater;
   }
   for (const int64_t id : plan.place) {
     std::vector<const Pod*> pods;
@@ -593,17 +601,17 @@ bool Bridge::carry_out(const GroupKey& group, const GroupPlan& plan, const Batch
       ok = false;
     }
   }
-  return ok;
+  return !ok ? Outcome::kRetry : later ? Outcome::kLater : Outcome::kDone;
 }
 
-bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
-                    const BatchJob* batch_job) {
+Bridge::Outcome Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
+                               const BatchJob* batch_job) {
   const Pod& first = *pods.front();
   for (const Pod* pod : pods) {
     if (pod->resource_claims) {
       tell_waiting(*pod, "Unsupported",
                    "spec.resourceClaims: the bridge cannot place pods that claim DRA devices");
-      return true;
+      return Outcome::kDone;
     }
   }
   const Annotations annotations =
@@ -618,7 +626,7 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
         tell_waiting(*pod, "InvalidJobOptions", message);
       }
     }
-    return true;  // nothing to retry until the workload changes
+    return Outcome::kDone;  // nothing to retry until the workload changes
   }
   // Slurm nodes Kubernetes could not run the pods on; only names Slurm has (others are refused).
   std::vector<const Node*> bridge_nodes;
@@ -631,6 +639,18 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
     }
   }
   job->excluded_nodes = excluded_nodes(pods, bridge_nodes);
+  if (!bridge_nodes.empty() && job->excluded_nodes.size() == bridge_nodes.size()) {
+    // Slurm would refuse a job with nowhere to go; say why here, and look again later.
+    const std::string message = "no Kubernetes Node of a Slurm node can run it: " +
+                                unfit_reason(first, *bridge_nodes.front());
+    for (const Pod* pod : pods) {
+      if (pod->scheduled_message != message) {
+        events_.warning(reference(*pod), "NoFittingNode", message);
+        tell_waiting(*pod, "NoFittingNode", message);
+      }
+    }
+    return Outcome::kLater;
+  }
   // Slurm nodes no Kubernetes Node is (other slurmd of a partition shared with NodeSets): a
   // pod could not be bound there.
   for (const auto& [name, node] : *snapshot.nodes) {
@@ -643,7 +663,7 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
     // An excluded node left Slurm since the feed's last read: read again, then submit again.
     feed_.force_resync();
     log::info("bridge.submit_retried", {{"group", group.key()}, {"error", id.error().message}});
-    return false;
+    return Outcome::kRetry;
   }
   if (!id) {
     const std::string message = "Slurm refused the job: " + id.error().message;
@@ -657,7 +677,7 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
       failures_->with({{"action", "submit"}}).inc();
     }
     log::warn("bridge.submit_failed", {{"group", group.key()}, {"error", id.error().message}});
-    return false;
+    return Outcome::kRetry;
   }
   remember(*id, false);
   // Slurm usually allocates within milliseconds of a submission: read its answer soon, not at the
@@ -678,7 +698,7 @@ bool Bridge::submit(const GroupKey& group, const std::vector<const Pod*>& pods,
                        ")");
     ok = label(*pod, *id) && ok;
   }
-  return ok;
+  return ok ? Outcome::kDone : Outcome::kRetry;
 }
 
 bool Bridge::registered_recently(const std::string& slurm_name) {

@@ -69,10 +69,12 @@ class Bridge final : public kube::Runnable {
   kube::ReconcileOutcome reconcile_group(const std::string& key);
   kube::ReconcileOutcome reconcile_node(const std::string& slurm_name);
 
-  // One group's plan carried out; false when something failed and the group should be retried.
-  bool carry_out(const GroupKey& group, const GroupPlan& plan, const BatchJob* batch_job);
-  bool submit(const GroupKey& group, const std::vector<const Pod*>& pods,
-              const BatchJob* batch_job);
+  // How a group's plan went: done, failed (retried with backoff), or waiting for something no
+  // event announces (a Node that can run it: looked at again after a while).
+  enum class Outcome { kDone, kRetry, kLater };
+  Outcome carry_out(const GroupKey& group, const GroupPlan& plan, const BatchJob* batch_job);
+  Outcome submit(const GroupKey& group, const std::vector<const Pod*>& pods,
+                 const BatchJob* batch_job);
   bool place(int64_t job_id, const std::vector<const Pod*>& pods);
   bool label(const Pod& pod, int64_t job_id);
   bool release(const Pod& pod);

@@ -46,7 +46,10 @@ std::string unfit_reason(const Pod& pod, const Node& node) {
     return "Node " + node.meta.name + " is not Ready";
   }
   for (const Taint& taint : node.taints) {
-    if (taint.key == kTaintManagedNode || taint.effect == "PreferNoSchedule") {
+    // The bridge's own taint, a preference, and a cordon (Slurm drains a cordoned node and so
+    // waits for it by itself; excluding it would refuse a job that could run once uncordoned).
+    if (taint.key == kTaintManagedNode || taint.effect == "PreferNoSchedule" ||
+        taint.key == kTaintUnschedulable) {
       continue;
     }
     if (!tolerates(pod, taint)) {

@@ -25,6 +25,8 @@ inline constexpr std::string_view kLabelSlurmNodeName = "slinky.slurm.net/slurm-
 inline constexpr std::string_view kAnnotationExternalNodePartitions =
     "scheduler.slinky.slurm.net/external-node-partitions";
 inline constexpr std::string_view kAnnotationTopology = "topology.slinky.slurm.net/spec";
+// The taint Kubernetes puts on a cordoned Node.
+inline constexpr std::string_view kTaintUnschedulable = "node.kubernetes.io/unschedulable";
 // Why the bridge cordoned a Node (Slurm drained it): the reason, so that it lifts only its own.
 inline constexpr std::string_view kAnnotationCordonedBy = "tightrope.slurm.net/bridge-cordon";
 

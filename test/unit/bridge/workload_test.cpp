@@ -176,6 +176,10 @@ TEST(Placement, TaintsSelectorsReadinessAndSizeExcludeNodes) {
             (std::vector<std::string>{"k3", "k4"}));
   EXPECT_NE(unfit_reason(pod, small).find("1 GPUs allocatable, the pod needs 2"),
             std::string::npos);
+  // A cordon is Slurm's to wait out (it drains the node), not a reason to exclude it.
+  Node cordoned = node("k6");
+  cordoned.taints = {{"node.kubernetes.io/unschedulable", "", "NoSchedule"}};
+  EXPECT_EQ(unfit_reason(pod, cordoned), "");
 }
 
 TEST(Placement, BoundPodsKeepTheirNodeAndTheRestFillSlotsInIndexOrder) {
