@@ -866,7 +866,9 @@ bool Bridge::place(int64_t job_id, const std::vector<const Pod*>& pods) {
     }
   }
   bool ok = true;
-  for (const auto& [name, node] : assign_pods(pods, slots)) {
+  for (const auto& placed : assign_pods(pods, slots)) {
+    const std::string& name = placed.first;
+    const std::string& node = placed.second;
     const auto pod = std::find_if(pods.begin(), pods.end(),
                                   [&name](const Pod* p) { return p->meta.name == name; });
     if (pod == pods.end() || (*pod)->meta.deleting) {
@@ -893,7 +895,8 @@ kube::ReconcileOutcome Bridge::reconcile_node(const std::string& slurm_name) {
   const slurm::Node* slurm_node = in_slurm == snapshot.nodes->end() ? nullptr : &in_slurm->second;
   const NodePlan plan =
       plan_node({node.get(), slurm_node, options_.scheduler_name, options_.partition});
-  const auto slurm_failed = [&](const char* action, const slurm::Error& error) {
+  const auto slurm_failed = [&](const char* action,
+                                const slurm::Error& error) -> kube::ReconcileOutcome {
     if (node != nullptr) {
       events_.warning(node_reference(*node), "SlurmNodeSyncFailed",
                       std::string(action) + " Slurm node " + slurm_name + ": " + error.message);
@@ -901,8 +904,7 @@ kube::ReconcileOutcome Bridge::reconcile_node(const std::string& slurm_name) {
     if (failures_ != nullptr) {
       failures_->with({{"action", action}}).inc();
     }
-    return kube::ReconcileOutcome(
-        fail(std::string(action) + " " + slurm_name + ": " + error.message));
+    return fail(std::string(action) + " " + slurm_name + ": " + error.message);
   };
   if (plan.create && registered_recently(slurm_name)) {
     return kube::ReconcileResult{false, milliseconds(500)};  // the feed has not shown it yet
@@ -977,8 +979,7 @@ kube::ReconcileOutcome Bridge::reconcile_node(const std::string& slurm_name) {
     auto done =
         kube_.patch(kube::resources::nodes(), "", node->meta.name, kube::PatchType::kMerge, patch);
     if (!done) {
-      return kube::ReconcileOutcome(
-          fail("patch Node " + node->meta.name + ": " + done.error().message));
+      return fail("patch Node " + node->meta.name + ": " + done.error().message);
     }
     if (plan.cordon) {
       events_.normal(node_reference(*node), "CordonedForSlurmDrain",

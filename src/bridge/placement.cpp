@@ -53,16 +53,23 @@ std::string unfit_reason(const Pod& pod, const Node& node) {
       continue;
     }
     if (!tolerates(pod, taint)) {
-      return "Node " + node.meta.name + " has taint " + taint.key +
-             (taint.value.empty() ? "" : "=" + taint.value) + ":" + taint.effect +
-             " that the pod does not tolerate";
+      std::string why = "Node " + node.meta.name;
+      why.append(" has taint ").append(taint.key);
+      if (!taint.value.empty()) {
+        why.append("=").append(taint.value);
+      }
+      return why.append(":").append(taint.effect).append(" that the pod does not tolerate");
     }
   }
   for (const auto& [key, value] : pod.node_selector) {
     const std::string* label = node.meta.label(key);
     if (label == nullptr || *label != value) {
-      return "Node " + node.meta.name + " does not have label " + key + "=" + value +
-             " of the pod's nodeSelector";
+      std::string why = "Node " + node.meta.name;
+      return why.append(" does not have label ")
+          .append(key)
+          .append("=")
+          .append(value)
+          .append(" of the pod's nodeSelector");
     }
   }
   const Resources& need = pod.requests;

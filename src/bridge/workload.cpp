@@ -38,6 +38,10 @@ bool gres_spec(std::string_view text) {
   return std::count(text.begin(), text.end(), ':') <= 2 && text.find(',') == std::string::npos;
 }
 
+std::string in_quotes(std::string_view text) {
+  return '"' + std::string(text) + '"';
+}
+
 std::string field_of(std::string_view key) {
   return "metadata.annotations[" + std::string(key) + "]";
 }
@@ -102,7 +106,9 @@ int64_t group_size(const GroupKey& group, const Pod& any_pod, const BatchJob* jo
 
 api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* out) {
   api::FieldErrors errors;
-  for (const auto& [key, value] : annotations) {
+  for (const auto& entry : annotations) {
+    const std::string& key = entry.first;
+    const std::string& value = entry.second;
     if (!key.starts_with(kJobAnnotationPrefix)) {
       continue;
     }
@@ -110,7 +116,7 @@ api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* o
     const auto bad = [&](const std::string& why) { errors.push_back({field_of(key), why}); };
     const auto text = [&](std::string* into) {
       if (value.empty() || has_space(value)) {
-        bad("must be a non-empty word without spaces, got \"" + value + "\"");
+        bad("must be a non-empty word without spaces, got " + in_quotes(value));
       } else {
         *into = value;
       }
@@ -118,7 +124,7 @@ api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* o
     const auto positive = [&](std::optional<int64_t>* into, const char* what) {
       const auto n = whole_number(value);
       if (!n || *n < 1) {
-        bad(std::string("must be a whole number of ") + what + " above 0, got \"" + value + "\"");
+        bad(std::string("must be a whole number of ") + what + " above 0, got " + in_quotes(value));
       } else {
         *into = n;
       }
@@ -130,19 +136,19 @@ api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* o
     } else if (name == "cpu-per-task") {
       const auto milli = kube::parse_quantity_milli(value);
       if (!milli || *milli <= 0) {
-        bad("must be a CPU quantity above 0 (\"2\", \"500m\"), got \"" + value + "\"");
+        bad(R"(must be a CPU quantity above 0 ("2", "500m"), got )" + in_quotes(value));
       } else {
         out->cpu_per_task = (*milli + 999) / 1000;
       }
     } else if (name == "exclusive") {
       if (value != "true" && value != "false") {
-        bad("must be \"true\" or \"false\", got \"" + value + "\"");
+        bad(R"(must be "true" or "false", got )" + in_quotes(value));
       } else {
         out->exclusive = value == "true";
       }
     } else if (name == "gres") {
       if (!gres_spec(value)) {
-        bad("must be a GRES as name[:type][:count] (\"gpu:2\"), got \"" + value + "\"");
+        bad(R"(must be a GRES as name[:type][:count] ("gpu:2"), got )" + in_quotes(value));
       } else {
         out->gres = value;
       }
@@ -161,7 +167,7 @@ api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* o
     } else if (name == "mem-per-node") {
       const auto bytes = kube::parse_quantity(value);
       if (!bytes || *bytes <= 0) {
-        bad("must be a memory quantity above 0 (\"4Gi\"), got \"" + value + "\"");
+        bad(R"(must be a memory quantity above 0 ("4Gi"), got )" + in_quotes(value));
       } else {
         out->mem_per_node_mib = (*bytes + (1 << 20) - 1) >> 20;
       }
@@ -172,7 +178,7 @@ api::FieldErrors parse_job_options(const Annotations& annotations, JobOptions* o
     } else if (name == "priority") {
       const auto n = whole_number(value);
       if (!n || *n < 0) {
-        bad("must be a whole number, 0 or above, got \"" + value + "\"");
+        bad("must be a whole number, 0 or above, got " + in_quotes(value));
       } else {
         out->priority = n;
       }
@@ -246,8 +252,8 @@ tightrope::Result<slurm::ExternalJob, api::FieldErrors> to_external_job(
     const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
     if (!any && std::find(allowed.begin(), allowed.end(), options.user_id) == allowed.end()) {
       errors.push_back({field_of(std::string(kJobAnnotationPrefix) + "user-id"),
-                        "namespace " + group.namespace_name + " may not run jobs as \"" +
-                            options.user_id + "\" (its annotation " +
+                        "namespace " + group.namespace_name + " may not run jobs as " +
+                            in_quotes(options.user_id) + " (its annotation " +
                             std::string(kAnnotationNamespaceUsers) + " lists who it may)"});
     }
   }
