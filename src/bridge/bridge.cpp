@@ -391,11 +391,23 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
       subgroups.push_back({p.get()});
     }
   }
+  // The jobs that claim the group: as the feed read them, and those submitted a moment ago
+  // (whose pods' labels the cache may not show yet: without them, the group would be
+  // submitted twice).
   std::set<int64_t> claimed;
   {
     std::lock_guard lock(claims_mu_);
     if (const auto it = claims_.find(key); it != claims_.end()) {
       claimed = it->second;
+    }
+  }
+  {
+    std::lock_guard lock(recent_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [id, recent] : recent_) {
+      if (recent.group == key && !recent.cancelled && now - recent.at < kRecentJob) {
+        claimed.insert(id);
+      }
     }
   }
   const slurm::SlurmSnapshot snapshot = feed_.snapshot();
@@ -419,6 +431,7 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
       JobView v;
       v.job.id = id;
       v.job.state = {recent->cancelled ? "CANCELLED" : "PENDING"};
+      v.job.admin_comment = recent->admin_comment;
       return v;
     }
     auto asked = slurm_.get_job(id);
@@ -465,8 +478,8 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
       }
     }
     for (const int64_t id : extra) {
-      if (const auto it = snapshot.jobs->find(id); it != snapshot.jobs->end()) {
-        state.jobs.emplace(id, JobView{it->second, true});
+      if (auto view = view_of(id); view && !state.jobs.contains(id)) {
+        state.jobs.emplace(id, std::move(*view));
       }
     }
     const GroupPlan plan = plan_group(state);
@@ -478,11 +491,11 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
     // The jobs that claim these pods (found in Slurm alone, after a restart).
     std::set<int64_t> extra;
     for (const int64_t id : claimed) {
-      const auto it = snapshot.jobs->find(id);
-      if (it == snapshot.jobs->end()) {
+      const auto view = view_of(id);
+      if (!view) {
         continue;
       }
-      const auto claim = JobClaim::decode(it->second.admin_comment);
+      const auto claim = JobClaim::decode(view->job.admin_comment);
       const bool names = claim && std::any_of(pods.begin(), pods.end(), [&](const Pod* p) {
                            return std::find(claim->pods.begin(), claim->pods.end(), pod_key(*p)) !=
                                   claim->pods.end();
@@ -679,7 +692,7 @@ Bridge::Outcome Bridge::submit(const GroupKey& group, const std::vector<const Po
     log::warn("bridge.submit_failed", {{"group", group.key()}, {"error", id.error().message}});
     return Outcome::kRetry;
   }
-  remember(*id, false);
+  remember(*id, false, group.key(), job->admin_comment);
   // Slurm usually allocates within milliseconds of a submission: read its answer soon, not at the
   // end of the feed's period.
   feed_.poll_soon(milliseconds(100));
@@ -708,11 +721,18 @@ bool Bridge::registered_recently(const std::string& slurm_name) {
   return registered_.contains(slurm_name);
 }
 
-void Bridge::remember(int64_t job_id, bool cancelled) {
+void Bridge::remember(int64_t job_id, bool cancelled, const std::string& group,
+                      const std::string& admin_comment) {
   std::lock_guard lock(recent_mu_);
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(recent_, [now](const auto& r) { return now - r.second.at > kRecentJob; });
-  recent_[job_id] = {now, cancelled};
+  Recent& recent = recent_[job_id];
+  recent.at = now;
+  recent.cancelled = cancelled;
+  if (!group.empty()) {
+    recent.group = group;
+    recent.admin_comment = admin_comment;
+  }
 }
 
 bool Bridge::label(const Pod& pod, int64_t job_id) {

@@ -118,8 +118,11 @@ class Bridge final : public kube::Runnable {
   struct Recent {
     std::chrono::steady_clock::time_point at;
     bool cancelled = false;
+    std::string group;          // the group key it was submitted for
+    std::string admin_comment;  // its claim, as submitted
   };
-  void remember(int64_t job_id, bool cancelled);
+  void remember(int64_t job_id, bool cancelled, const std::string& group = "",
+                const std::string& admin_comment = "");
   // Registered in Slurm a moment ago, which the feed may not show yet.
   bool registered_recently(const std::string& slurm_name);
   std::mutex recent_mu_;

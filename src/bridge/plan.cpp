@@ -113,26 +113,33 @@ GroupPlan plan_group(const GroupState& state) {
       }
     }
   }
-  // Jobs that claim the group but that no pod names: adopt the pods they claim, or cancel them.
-  std::set<const Pod*> adopted;
+  // Pods that no label names a job for yet but that an active job claims (its labels were not
+  // written, or not seen yet): they are the job's, not a new one's. A claiming job that no pod
+  // names and that claims none left is cancelled.
+  std::map<std::string, int64_t> claimed_by;
   for (const auto& [id, view] : state.jobs) {
-    if (by_job.contains(id) || !view.known || !view.job.active()) {
+    if (!view.known || !view.job.active()) {
       continue;
     }
-    const auto claim = JobClaim::decode(view.job.admin_comment);
-    bool any = false;
-    for (const Pod* pod : unlabeled) {
-      const std::string key = pod->meta.namespace_name + "/" + pod->meta.name;
-      if (claim && !finished(pod) &&
-          std::find(claim->pods.begin(), claim->pods.end(), key) != claim->pods.end()) {
-        plan.adopt.emplace_back(pod, id);
-        adopted.insert(pod);
-        any = true;
+    if (const auto claim = JobClaim::decode(view.job.admin_comment)) {
+      for (const auto& key : claim->pods) {
+        claimed_by.emplace(key, id);
       }
     }
-    if (any) {
+  }
+  std::set<const Pod*> adopted;
+  std::set<int64_t> adopting;
+  for (const Pod* pod : unlabeled) {
+    const auto claim = claimed_by.find(pod->meta.namespace_name + "/" + pod->meta.name);
+    if (claim != claimed_by.end() && !finished(pod)) {
+      plan.adopt.emplace_back(pod, claim->second);
+      adopted.insert(pod);
+      adopting.insert(claim->second);
       job_active = true;
-    } else {
+    }
+  }
+  for (const auto& [id, view] : state.jobs) {
+    if (!by_job.contains(id) && view.known && view.job.active() && !adopting.contains(id)) {
       plan.cancel.emplace_back(id, "none of the pods it was submitted for is left");
     }
   }

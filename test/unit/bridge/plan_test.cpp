@@ -129,6 +129,18 @@ TEST(PlanGroup, AfterARestartAJobThatClaimsUnlabelledPodsAdoptsThem) {
   EXPECT_EQ(plan.cancel[0].first, 30);
 }
 
+TEST(PlanGroup, APodOfARunningGangWhoseLabelIsNotSeenYetIsAdoptedNotSubmittedAgain) {
+  Pod a = pod("a", "40");
+  Pod b = pod("b");  // labelled a moment ago; the cache does not show it yet
+  JobView gang = job(40, "PENDING");
+  gang.job.admin_comment = JobClaim{"ml/Job/g", {"ml/a", "ml/b"}}.encode();
+  const GroupPlan plan = plan_group({{&a, &b}, 2, {{40, gang}}, {}});
+  EXPECT_TRUE(plan.submit.empty()) << "the gang's second pod was submitted as a job of its own";
+  ASSERT_EQ(plan.adopt.size(), 1U);
+  EXPECT_EQ(plan.adopt[0], (std::pair<const Pod*, int64_t>{&b, 40}));
+  EXPECT_TRUE(plan.cancel.empty());
+}
+
 Node bridge_node(const std::string& name) {
   Node n;
   n.meta.name = name;
