@@ -770,18 +770,16 @@ bool Bridge::label(const Pod& pod, int64_t job_id) {
 }
 
 bool Bridge::release(const Pod& pod) {
-  const auto it = std::find(pod.finalizers.begin(), pod.finalizers.end(), kFinalizer);
-  if (it == pod.finalizers.end()) {
+  if (!pod.finalizer) {
     return true;
   }
-  const std::string path =
-      "/metadata/finalizers/" + std::to_string(std::distance(pod.finalizers.begin(), it));
-  const json patch = json::array({{{"op", "test"}, {"path", path}, {"value", kFinalizer}},
-                                  {{"op", "remove"}, {"path", path}}});
+  // Finalizers merge as a set: the directive removes ours whatever the others do meanwhile.
+  const json patch = {
+      {"metadata",
+       {{"$deleteFromPrimitiveList/finalizers", json::array({std::string(kFinalizer)})}}}};
   auto done = kube_.patch(kube::resources::pods(), pod.meta.namespace_name, pod.meta.name,
-                          kube::PatchType::kJson, patch);
+                          kube::PatchType::kStrategicMerge, patch);
   if (!done && done.error().kind != kube::ErrorKind::kNotFound) {
-    // A failed test means the list moved under us: the next look reads it again.
     log::warn("bridge.release_failed", {{"pod", pod_key(pod)}, {"error", done.error().message}});
     return false;
   }

@@ -104,7 +104,8 @@ GroupPlan plan_group(const GroupState& state) {
       if (unplaced) {
         plan.place.push_back(id);
       }
-    } else if (view.job.has("PENDING")) {
+    } else if (view.job.has("PENDING") && !view.job.state_reason.empty()) {
+      // (A job only just submitted, which the feed has not read yet, has no reason to tell.)
       const std::string message = job_name + " " + pending_reason(view.job);
       for (const Pod* pod : live) {
         if (!pod->bound() && pod->scheduled_message != message) {
