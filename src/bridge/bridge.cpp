@@ -703,12 +703,10 @@ Bridge::Outcome Bridge::submit(const GroupKey& group, const std::vector<const Po
                                      {"group", group.key()},
                                      {"pods", std::to_string(pods.size())},
                                      {"partition", job->partition}});
+  // No Event here: the label names the job, the PodScheduled message says why it waits and the
+  // Scheduled Event where it went. In a burst every request a pod costs counts.
   bool ok = true;
   for (const Pod* pod : pods) {
-    events_.normal(reference(*pod), "Submitted",
-                   "Slurm job " + std::to_string(*id) + " (" + std::to_string(pods.size()) +
-                       " pod" + (pods.size() == 1 ? "" : "s") + ", partition " + job->partition +
-                       ")");
     ok = label(*pod, *id) && ok;
   }
   return ok ? Outcome::kDone : Outcome::kRetry;
