@@ -2,6 +2,7 @@
 // `scripts/testbed env`). bench/run bridge starts the bed and this program.
 //
 //   bench_bridge --out FILE [--pods P] [--gangs G] [--gang-size S] [--nodes N] [--idle-seconds I]
+//                [--group-workers W]
 //
 // The release slurm-bridge runs as a child process with the bed's audited operator-under-test
 // identity (its Kubernetes requests are counted from the audit log) and a counting relay in
@@ -58,6 +59,7 @@ struct Options {
   int gang_size = 8;
   int nodes = 32;
   int idle_seconds = 60;
+  int group_workers = 4;  // the bridge's --group-workers
 };
 
 double seconds_since(Steady::time_point t) {
@@ -68,7 +70,7 @@ double seconds_since(Steady::time_point t) {
 class BridgeProcess {
  public:
   BridgeProcess(const std::filesystem::path& dir, const std::string& slurm_url,
-                const std::string& scheduler) {
+                const std::string& scheduler, int group_workers) {
     const std::filesystem::path config = dir / "config.yaml";
     std::ofstream(config) << "schedulerName: " << scheduler << "\nslurmRestApi: " << slurm_url
                           << "\npartition: slurm-bridge\nmcsLabel: \"\"\n";
@@ -83,6 +85,7 @@ class BridgeProcess {
       const std::string key = TestBed::var("SLURM_JWT_KEY");
       execl(BENCH_SLURM_BRIDGE, "slurm-bridge", ("--config=" + config.string()).c_str(),
             ("--slurm-jwt-key=" + key).c_str(), "--metrics-addr=0", "--health-addr=0",
+            ("--group-workers=" + std::to_string(group_workers)).c_str(),
             static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -215,7 +218,7 @@ int run(const Options& o) {
   const size_t colon = slurmrestd.rfind(':');
   bench::CountingProxy proxy("127.0.0.1", std::stoi(slurmrestd.substr(colon + 1)));
   const std::string audit_log = TestBed::var("OPERATOR_AUDIT_LOG");
-  BridgeProcess bridge(dir, proxy.url(), scheduler);
+  BridgeProcess bridge(dir, proxy.url(), scheduler, o.group_workers);
   std::cout << "bridge pid " << bridge.pid() << ", log " << (dir / "bridge.log") << std::endl;
 
   slurm::ClientOptions so;
@@ -321,6 +324,7 @@ int run(const Options& o) {
                  {"gangs", o.gangs},
                  {"gang_size", o.gang_size},
                  {"nodes", o.nodes},
+                 {"group_workers", o.group_workers},
                  {"total_pods", total},
                  {"creates_refused", pods_refused.load() + gangs_refused.load()},
                  {"bound", clock.bound()},
@@ -394,6 +398,8 @@ int main(int argc, char** argv) {
       o.nodes = std::stoi(value);
     } else if (flag == "--idle-seconds") {
       o.idle_seconds = std::stoi(value);
+    } else if (flag == "--group-workers") {
+      o.group_workers = std::stoi(value);
     } else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
