@@ -95,8 +95,13 @@ def cluster():
     kubectl("create", "namespace", PODS_NS)
     # The namespace's Slurm user: the site enforces associations, and root has one.
     kubectl("annotate", "namespace", PODS_NS, "tightrope.slurm.net/slurm-user=root")
+    # The bridge's token is minted from the cluster's own jwt key, whatever its Secret is called (a
+    # release that found an older chart's Secret keeps that one).
+    spec = get("controller", RELEASE)["spec"]
+    jwt = spec.get("jwtKeyRef") or spec.get("jwtHs256KeyRef")
     helm("upgrade", "--install", BRIDGE, str(REPO / "deploy/helm/slurm-bridge"), "-n", NS,
-         "--set", "sharedConfig.token.create=true", "--set", f"schedulerConfig.partition={PARTITION}",
+         "--set", "sharedConfig.token.create=true", "--set", f"sharedConfig.token.jwtKeyRef.name={jwt['name']}",
+         "--set", f"sharedConfig.token.jwtKeyRef.key={jwt['key']}", "--set", f"schedulerConfig.partition={PARTITION}",
          "--set", "schedulerConfig.mcsLabel=", "--set", f"admission.managedNamespaces={{{PODS_NS}}}",
          "--set", "scheduler.slurmPollMilliseconds=500", "--wait", "--timeout", "180s", timeout=240)
     # The webhook answers once its Service is programmed: a dry run of a pod shows its patch.
