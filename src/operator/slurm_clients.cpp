@@ -144,6 +144,9 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     slurm::FeedOptions feed_options;
     feed_options.period = feed_period_;
     feed_options.follow_jobs = true;
+    // Jobs that touch no node (submitted, held) only feed the job metrics: at rest they are
+    // read every 10 s, which halves what an idle cluster's slurmrestd answers.
+    feed_options.jobs_at_rest = std::chrono::seconds(10);
     feed_options.max_backoff = std::chrono::milliseconds(10000);
     // The feed refers to its client: both live in one block, the feed destroyed first.
     auto both = std::make_shared<FeedAndClient>(feed_client, feed_options);

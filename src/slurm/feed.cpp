@@ -67,13 +67,28 @@ std::vector<JobEvent> diff_jobs(const std::map<int64_t, Job>& before,
   return diff_maps<JobEvent>(before, after);
 }
 
+bool JobPace::due(Clock::time_point now, bool nodes_changed, bool asked) const {
+  if (at_rest_.count() == 0 || nodes_changed || asked || !last_read_ || now < busy_until_) {
+    return true;
+  }
+  return now - *last_read_ >= at_rest_;
+}
+
+void JobPace::read(Clock::time_point now, bool changed) {
+  last_read_ = now;
+  if (changed) {
+    busy_until_ = now + busy_for_;
+  }
+}
+
 ChangeFeed::ChangeFeed(Client& client, FeedOptions options)
     : client_(client),
       options_(options),
       snapshot_{std::make_shared<const std::map<std::string, Node>>(),
                 std::make_shared<const std::map<int64_t, Job>>()},
       node_cursor_(options.clock_allowance),
-      job_cursor_(options.clock_allowance) {}
+      job_cursor_(options.clock_allowance),
+      job_pace_(options.jobs_at_rest, options.busy_for) {}
 
 ChangeFeed::~ChangeFeed() {
   stop();
@@ -166,7 +181,14 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   }
   std::optional<Result<Conditional<JobList>>> job_answer;
   const auto jobs_read = Time::clock::now();
+  const auto paced_at = JobPace::Clock::now();
+  bool read_jobs = false;
   if (options_.follow_jobs) {
+    // A node change is always read with its jobs: one snapshot holds both.
+    std::lock_guard lock(mu_);
+    read_jobs = resync || job_pace_.due(paced_at, node_answer->changed, asked_.exchange(false));
+  }
+  if (read_jobs) {
     ++requests_;
     job_answer = client_.list_jobs(jobs_since);
     if (!*job_answer) {
@@ -202,8 +224,12 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       snapshot_.jobs = std::move(jobs);
     }
     node_cursor_.read(nodes_read);
-    if (options_.follow_jobs) {
+    if (read_jobs) {
       job_cursor_.read(jobs_read);
+      job_pace_.read(paced_at, !job_events.empty());
+    }
+    if (!node_events.empty()) {
+      job_pace_.changed(paced_at);
     }
     subscribers = subscribers_;
     change_subscribers = change_subscribers_;
@@ -272,6 +298,7 @@ void ChangeFeed::run() {
 }
 
 void ChangeFeed::poll_soon(std::chrono::milliseconds delay) {
+  asked_ = true;
   {
     std::lock_guard lock(run_mu_);
     const auto at = std::chrono::steady_clock::now() + delay;

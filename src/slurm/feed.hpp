@@ -55,6 +55,34 @@ struct FeedOptions {
   // Also follow jobs: a second request per period (GET /jobs?update_time=T, answered with an
   // empty list when nothing changed). Jobs leave the list, and the feed, MinJobAge after they end.
   bool follow_jobs = false;
+  // 0: jobs are read in every poll. Otherwise a feed at rest reads them only this often: a job
+  // that starts or ends changes its nodes, and every poll that reads a node change reads the jobs
+  // too, so what waits is only what touches no node (a job submitted, held, re-prioritised).
+  // Jobs are read in every poll again for `busy_for` after a change, and after poll_soon.
+  std::chrono::milliseconds jobs_at_rest{0};
+  std::chrono::milliseconds busy_for{10000};
+};
+
+// When the feed reads the job list (FeedOptions::jobs_at_rest): pure, so that tests give it
+// the time.
+class JobPace {
+ public:
+  using Clock = std::chrono::steady_clock;
+  JobPace(std::chrono::milliseconds at_rest, std::chrono::milliseconds busy_for)
+      : at_rest_(at_rest), busy_for_(busy_for) {}
+  // After the node list was read: `nodes_changed` when it came back (not "nothing changed"),
+  // `asked` when a caller wants Slurm's answer soon (poll_soon).
+  bool due(Clock::time_point now, bool nodes_changed, bool asked) const;
+  // A read of the jobs (`changed`: a list came back with a change in it).
+  void read(Clock::time_point now, bool changed);
+  // Something changed (nodes or jobs): busy until `busy_for` from now.
+  void changed(Clock::time_point now) { busy_until_ = now + busy_for_; }
+
+ private:
+  std::chrono::milliseconds at_rest_;
+  std::chrono::milliseconds busy_for_;
+  std::optional<Clock::time_point> last_read_;
+  Clock::time_point busy_until_{};
 };
 
 struct FeedHealth {
@@ -158,6 +186,8 @@ class ChangeFeed {
   bool resync_ = true;
   FeedHealth health_;
   std::atomic<uint64_t> requests_{0};
+  JobPace job_pace_;                // under mu_
+  std::atomic<bool> asked_{false};  // poll_soon since the last poll
 
   std::mutex run_mu_;
   std::condition_variable wake_;

@@ -184,11 +184,40 @@ TEST(ChangeFeed, FollowsAJobFromSubmissionToCancellation) {
   feed.stop();
 }
 
+TEST(ChangeFeed, AtRestReadsJobsOnlyWithANodeChangeOrWhenAsked) {
+  Client c = client();
+  FeedOptions options;
+  options.follow_jobs = true;
+  options.jobs_at_rest = 60s;
+  options.busy_for = 0s;
+  ChangeFeed feed(c, options);
+  ASSERT_TRUE(feed.poll_once().ok());
+  EXPECT_EQ(feed.requests(), 2U) << "the first poll reads nodes and jobs";
+  // Until the second of the first read has passed, nodes may be listed again (with their jobs).
+  for (int i = 0; i < 6 && feed.poll_once().value().listed; ++i) {
+    std::this_thread::sleep_for(500ms);
+  }
+  const uint64_t at_rest = feed.requests();
+  ASSERT_TRUE(feed.poll_once().ok());
+  ASSERT_TRUE(feed.poll_once().ok());
+  EXPECT_EQ(feed.requests(), at_rest + 2) << "at rest: the node list only";
+  feed.poll_soon(0ms);
+  ASSERT_TRUE(feed.poll_once().ok());
+  EXPECT_EQ(feed.requests(), at_rest + 4) << "asked: nodes and jobs";
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n3 state=drain reason=pace-test"), 0);
+  auto changed = feed.poll_once();
+  ASSERT_TRUE(changed.ok());
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n3 state=resume"), 0);
+  EXPECT_TRUE(changed->listed);
+  EXPECT_EQ(feed.requests(), at_rest + 6) << "a node change: nodes and jobs";
+}
+
 TEST(ChangeFeed, ANodeSeenBusyComesWithItsJobInTheSameSnapshot) {
   Client c = client();
   FeedOptions options;
   options.follow_jobs = true;
   options.period = 200ms;
+  options.jobs_at_rest = 60s;  // jobs read only because their nodes changed
   ChangeFeed feed(c, options);
   std::mutex mu;
   std::condition_variable cv;

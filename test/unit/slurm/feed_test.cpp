@@ -82,6 +82,52 @@ TEST(UpdateCursor, NeverSkipsTheSecondInWhichAReadStarted) {
   EXPECT_EQ(cursor.since(), kSecond1000) << "a change later in that second must still be asked for";
 }
 
+// Times of a JobPace, in seconds from an arbitrary start.
+JobPace::Clock::time_point at(double s) {
+  return JobPace::Clock::time_point(std::chrono::duration_cast<JobPace::Clock::duration>(
+      std::chrono::duration<double>(1000 + s)));
+}
+
+TEST(JobPace, WithoutARestPeriodJobsAreReadInEveryPoll) {
+  JobPace pace(milliseconds(0), seconds(10));
+  pace.read(at(0), false);
+  EXPECT_TRUE(pace.due(at(1), false, false));
+}
+
+TEST(JobPace, AtRestJobsAreReadOnlyOnceARestPeriod) {
+  JobPace pace(seconds(10), seconds(5));
+  EXPECT_TRUE(pace.due(at(0), false, false)) << "never read yet";
+  pace.read(at(0), false);
+  EXPECT_FALSE(pace.due(at(1), false, false));
+  EXPECT_FALSE(pace.due(at(9.9), false, false));
+  EXPECT_TRUE(pace.due(at(10), false, false));
+}
+
+TEST(JobPace, ANodeChangeIsAlwaysReadWithItsJobs) {
+  JobPace pace(seconds(10), seconds(5));
+  pace.read(at(0), false);
+  EXPECT_TRUE(pace.due(at(1), true, false));
+}
+
+TEST(JobPace, ACallerWaitingOnSlurmGetsTheJobsInTheNextPoll) {
+  JobPace pace(seconds(10), seconds(5));
+  pace.read(at(0), false);
+  EXPECT_TRUE(pace.due(at(1), false, true));
+}
+
+TEST(JobPace, AChangeKeepsJobsReadInEveryPollForAWhile) {
+  JobPace pace(seconds(10), seconds(5));
+  pace.read(at(0), true);  // a job changed
+  EXPECT_TRUE(pace.due(at(4.9), false, false));
+  pace.read(at(4.9), false);
+  EXPECT_FALSE(pace.due(at(5.1), false, false)) << "quiet for the busy period: at rest again";
+  pace.changed(at(6));  // a node changed
+  EXPECT_TRUE(pace.due(at(7), false, false));
+  pace.read(at(7), false);
+  EXPECT_FALSE(pace.due(at(11.1), false, false));
+  EXPECT_TRUE(pace.due(at(17), false, false)) << "a rest period after the last read";
+}
+
 TEST(DiffJobs, ReportsAJobThatChangedState) {
   Job before;
   before.id = 7;
