@@ -52,7 +52,7 @@ size_t content_length(std::string head) {
 
 }  // namespace
 
-CountingProxy::CountingProxy(std::string upstream_host, int upstream_port)
+CountingProxy::CountingProxy(std::string upstream_host, int upstream_port, int listen_port)
     : upstream_host_(std::move(upstream_host)), upstream_port_(upstream_port) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   const int one = 1;
@@ -60,9 +60,11 @@ CountingProxy::CountingProxy(std::string upstream_host, int upstream_port)
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(listen_port));
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::listen(listen_fd_, 64) != 0) {
-    throw std::runtime_error("counting proxy: cannot listen on 127.0.0.1");
+    throw std::runtime_error("counting proxy: cannot listen on 127.0.0.1:" +
+                             std::to_string(listen_port));
   }
   socklen_t len = sizeof addr;
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -150,6 +152,7 @@ void CountingProxy::relay(int client) {
       if (n <= 0 || !send_all(client, buffer, static_cast<size_t>(n))) {
         break;
       }
+      bytes_answered_ += n;
     }
   }
   ::close(upstream);

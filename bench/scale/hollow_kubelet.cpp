@@ -82,10 +82,10 @@ void HollowKubelet::start() {
     }
   });
 
-  kube::ReflectorOptions reflector;
-  reflector.label_selector = "app.kubernetes.io/name=slurmd";
+  // Every pod of the namespace: an operator may wait for its other pods (Slinky's for the
+  // slurmrestd Deployment's) before it talks to Slurm.
   pods_ = std::make_unique<kube::Informer<kube::Document>>(
-      client_, kube::resources::pods(), options_.namespace_name, kube::decode_document, reflector);
+      client_, kube::resources::pods(), options_.namespace_name, kube::decode_document);
   const auto enqueue = [this](const kube::Informer<kube::Document>::Ptr& pod) {
     queue_.add(pod->meta.key());
   };
@@ -146,11 +146,13 @@ void HollowKubelet::handle(const std::string& key) {
 }
 
 bool HollowKubelet::start_pod(const json& pod) {
+  const std::string name = pod["metadata"].value("name", "");
   const json* container = op::testing::slurmd_container(pod);
   if (container == nullptr) {
-    return true;  // nothing a hollow node can run
+    // Any other pod only runs, reported Ready under its first container's name.
+    const json containers = pod["spec"].value("containers", json::array());
+    return containers.empty() || report_running(name, containers[0]);
   }
-  const std::string name = pod["metadata"].value("name", "");
   const std::string hostname = pod["spec"].value("hostname", name);
   // What slurmd -Z would register: the pod's own --conf, on a node of the bed's size.
   std::string conf;
@@ -159,6 +161,10 @@ bool HollowKubelet::start_pod(const json& pod) {
     if (args[i] == "--conf") {
       conf = args[i + 1].get<std::string>();
     }
+  }
+  // Slinky's image hands --conf through a shell, which removes the quotes it writes around it.
+  if (conf.size() >= 2 && conf.front() == '\'' && conf.back() == '\'') {
+    conf = conf.substr(1, conf.size() - 2);
   }
   std::string node_conf = "NodeName=" + hostname + " State=EXTERNAL " + conf;
   if (conf.find("CPUs=") == std::string::npos) {
@@ -174,6 +180,10 @@ bool HollowKubelet::start_pod(const json& pod) {
       return false;
     }
   }
+  return report_running(name, *container);
+}
+
+bool HollowKubelet::report_running(const std::string& name, const json& container) {
   const std::string stamp = kube::format_time(std::chrono::system_clock::now());
   json status = json::object();
   status["status"]["phase"] = "Running";
@@ -185,11 +195,11 @@ bool HollowKubelet::start_pod(const json& pod) {
                    {{"type", "Initialized"}, {"status", "True"}},
                    {{"type", "ContainersReady"}, {"status", "True"}, {"lastTransitionTime", stamp}},
                    {{"type", "Ready"}, {"status", "True"}, {"lastTransitionTime", stamp}}});
-  json container_status = {{"name", "slurmd"},
+  json container_status = {{"name", container.value("name", "")},
                            {"ready", true},
                            {"started", true},
                            {"restartCount", 0},
-                           {"image", container->value("image", "")},
+                           {"image", container.value("image", "")},
                            {"imageID", ""}};
   container_status["state"]["running"]["startedAt"] = stamp;
   status["status"]["containerStatuses"] = json::array({container_status});

@@ -56,6 +56,7 @@ class HollowKubelet {
   void work();
   void handle(const std::string& key);
   bool start_pod(const nlohmann::json& pod);
+  bool report_running(const std::string& name, const nlohmann::json& container);
   void finish_pod(const nlohmann::json& pod);
 
   kube::Client& client_;

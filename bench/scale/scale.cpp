@@ -1,12 +1,19 @@
 // Scale, latency and footprint of an operator of slinky.slurm.net/v1beta1 NodeSets, on a test bed
 // (the environment of `scripts/testbed env`). bench/run scale starts the bed and this program.
 //
-//   bench_scale --nodes N --out FILE [--operator CMD] [--pods-per-node K] [--idle-seconds S]
+//   bench_scale --nodes N --out FILE [--operator CMD | --slinky PATH --slinky-crds DIR]
+//               [--pods-per-node K] [--idle-seconds S]
 //
 // The operator under test is Tightrope's release slurm-operator unless --operator names another
 // command: it runs through /bin/sh with KUBECONFIG (the bed's audited operator-under-test
 // identity), BENCH_NAMESPACE/WATCH_NAMESPACES/POD_NAMESPACE, POD_NAME and SLURMRESTD_URL (a
 // counting relay to the bed's slurmrestd) in its environment, against the same custom resources.
+// --slinky runs Slinky's slurm-operator (cmd/manager) unchanged, over the CRDs of its release
+// (--slinky-crds): it reads no URL from its environment and finds slurmrestd at localhost:6820
+// only with DEBUG=1, so the relay listens on that port. Its chart, not its operator, writes the
+// container images and the controllerRef's namespace, so the harness (as the bed's
+// administrator) writes them in the NodeSet and RestApi for both operators alike, and the JWT
+// key under the name v1.0 reads (jwtHs256KeyRef) beside the one Tightrope reads (jwtKeyRef).
 //
 // Phases, in order (each bounded):
 //   1. ready: a NodeSet of N replicas (oversubscribeNode, so hollow Nodes hold many pods) is
@@ -75,12 +82,32 @@ struct Options {
   int nodes = 100;
   std::string out;
   std::string operator_command;  // "" = Tightrope's slurm-operator
+  std::string slinky;            // Slinky's slurm-operator binary, instead
+  std::string slinky_crds;       // and the directory of its release's CRDs
   int pods_per_node = 10;
   int idle_seconds = 120;
   int settle_seconds = 30;
   int changes = 40;
   int cordons = 5;
 };
+
+// Slinky's operator reaches slurmrestd at localhost on this port (its builder.SlurmrestdPort).
+constexpr int kSlinkyRestPort = 6820;
+
+// Images of the containers the operators write; hollow pods run none of them.
+struct BenchImages {
+  const char* slurmd = "hollow-slurmd";
+  const char* logfile = "hollow-logfile";
+  const char* slurmrestd = "hollow-slurmrestd";
+};
+constexpr BenchImages kBenchImages;
+
+template <typename Result>
+void must(const Result& r, const std::string& what) {
+  if (!r) {
+    throw std::runtime_error(what + ": " + r.error().message);
+  }
+}
 
 double since(Steady::time_point t) {
   return std::chrono::duration<double>(Steady::now() - t).count();
@@ -121,7 +148,15 @@ class OperatorUnderTest {
                     const std::filesystem::path& log)
       : log_(log) {
     std::string command = o.operator_command;
-    if (command.empty()) {
+    if (!o.slinky.empty()) {
+      // As its Helm chart (v1.0) starts it: 4 workers a controller, 2 Slurm client workers, no
+      // leader election (the chart passes no --leader-elect).
+      command = o.slinky + " --accounting-workers 4 --controller-workers 4 --loginset-workers 4" +
+                " --nodeset-workers 4 --restapi-workers 4 --token-workers 4" +
+                " --slurmclient-workers 2 --zap-log-level info" +
+                " --health-addr 127.0.0.1:0 --metrics-addr 0";
+      label_ = "slinky";
+    } else if (command.empty()) {
       command = std::string(BENCH_TIGHTROPE_OPERATOR) +
                 " --kubeconfig \"$KUBECONFIG\" --namespaces \"$BENCH_NAMESPACE\"" +
                 " --slurmrestd-url \"$SLURMRESTD_URL\" --leader-elect" +
@@ -141,6 +176,9 @@ class OperatorUnderTest {
       ::setenv("POD_NAMESPACE", ns.c_str(), 1);
       ::setenv("POD_NAME", "bench-operator", 1);
       ::setenv("SLURMRESTD_URL", slurm_url.c_str(), 1);
+      if (!o.slinky.empty()) {
+        ::setenv("DEBUG", "1", 1);
+      }
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -312,6 +350,10 @@ Options parse(int argc, char** argv) {
       o.out = value();
     } else if (a == "--operator") {
       o.operator_command = value();
+    } else if (a == "--slinky") {
+      o.slinky = value();
+    } else if (a == "--slinky-crds") {
+      o.slinky_crds = value();
     } else if (a == "--pods-per-node") {
       o.pods_per_node = std::stoi(value());
     } else if (a == "--idle-seconds") {
@@ -326,7 +368,8 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument " + a);
     }
   }
-  if (o.out.empty() || o.nodes < 1 || o.pods_per_node < 1) {
+  if (o.out.empty() || o.nodes < 1 || o.pods_per_node < 1 ||
+      o.slinky.empty() != o.slinky_crds.empty()) {
     throw std::invalid_argument("usage: bench_scale --nodes N --out FILE [--operator CMD] ...");
   }
   return o;
@@ -348,16 +391,32 @@ int main(int argc, char** argv) {
   TestBed bed;
   bed.SetUp();
   auto client = kube::testing::make_client({.qps = 500, .burst = 1000});
-  op::testing::install_crds(*client);
+  if (o.slinky.empty()) {
+    op::testing::install_crds(*client);
+  } else {
+    for (const auto& file : std::filesystem::directory_iterator(o.slinky_crds)) {
+      op::testing::install_crd_file(*client, file.path());
+    }
+  }
   const std::string ns = kube::testing::fresh_namespace(*client);
-  op::testing::create_external_cluster(*client, ns);
+  op::testing::create_external_cluster(
+      *client, ns,
+      o.slinky.empty() ? json::object()
+                       : json{{"jwtHs256KeyRef", {{"name", "jwt-key"}, {"key", "jwt.key"}}}});
 
   slurm::ClientOptions slurm_options;
   slurm_options.url = TestBed::var("SLURMRESTD_URL");
   slurm::Client slurm_client(slurm_options, std::make_shared<slurm::MintingTokenSource>(
                                                 TestBed::var("SLURM_JWT_KEY"), "slurm"));
   const std::string rest = TestBed::var("SLURMRESTD_URL");
-  CountingProxy proxy("127.0.0.1", std::stoi(rest.substr(rest.rfind(':') + 1)));
+  CountingProxy proxy("127.0.0.1", std::stoi(rest.substr(rest.rfind(':') + 1)),
+                      o.slinky.empty() ? 0 : kSlinkyRestPort);
+  // Slinky v1.0 looks a controllerRef up as written: without a namespace, in none.
+  must(client->patch(op::resources::restapis(), ns, "slurm", kube::PatchType::kMerge,
+                     {{"spec",
+                       {{"controllerRef", {{"name", "slurm"}, {"namespace", ns}}},
+                        {"slurmrestd", {{"image", kBenchImages.slurmrestd}}}}}}),
+       "naming the RestApi's image");
 
   const std::filesystem::path logs = TestBed::var("TESTBED_DIR") + "/logs";
   const int hollow_nodes = (o.nodes + o.pods_per_node - 1) / o.pods_per_node;
@@ -392,14 +451,17 @@ int main(int argc, char** argv) {
   const double operator_cpu_before_ready = sampler.now().cpu_s;
   const std::streamoff audit_before_ready = file_size(audit_log);
   const int64_t slurm_before_ready = proxy.requests();
+  const int64_t slurm_bytes_before_ready = proxy.bytes_answered();
   (void)client->create(op::resources::nodesets(), ns,
                        {{"apiVersion", "slinky.slurm.net/v1beta1"},
                         {"kind", "NodeSet"},
                         {"metadata", {{"name", nodeset}}},
                         {"spec",
-                         {{"controllerRef", {{"name", "slurm"}}},
+                         {{"controllerRef", {{"name", "slurm"}, {"namespace", ns}}},
                           {"replicas", o.nodes},
-                          {"oversubscribeNode", true}}}});
+                          {"oversubscribeNode", true},
+                          {"slurmd", {{"image", kBenchImages.slurmd}}},
+                          {"logfile", {{"image", kBenchImages.logfile}}}}}});
   double created_s = -1;
   double scheduled_s = -1;
   double ready_s = -1;
@@ -450,7 +512,9 @@ int main(int argc, char** argv) {
       {"kube_by_kind", top(ready_audit.by_kind, 8)},
       {"kube_refused", ready_audit.refused},
       {"kube_refused_by_kind", top(ready_audit.refused_by_kind, 8)},
-      {"slurm", proxy.requests() - slurm_before_ready}};
+      {"slurm", proxy.requests() - slurm_before_ready},
+      {"slurm_mib",
+       static_cast<double>(proxy.bytes_answered() - slurm_bytes_before_ready) / (1024 * 1024)}};
   say("ready: created " + std::to_string(created_s) + " s, scheduled " +
       std::to_string(scheduled_s) + " s, ready " + std::to_string(ready_s) +
       " s, Slurm state on every pod " + std::to_string(linked_s) + " s");
@@ -464,12 +528,15 @@ int main(int argc, char** argv) {
   say("idle window of " + std::to_string(o.idle_seconds) + " s");
   const std::streamoff idle_from = file_size(audit_log);
   const int64_t slurm_from = proxy.requests();
+  const int64_t slurm_bytes_from = proxy.bytes_answered();
   const auto slurm_routes_from = proxy.by_route();
   const Usage idle_usage_from = sampler.now();
+  const auto cpu_before_idle = bed_cpu_seconds();
   sampler.begin_window();
   std::this_thread::sleep_for(std::chrono::seconds(o.idle_seconds));
   const std::vector<double> idle_rss = sampler.end_window();
   const Usage idle_usage_to = sampler.now();
+  const auto cpu_after_idle = bed_cpu_seconds();
   const AuditCount idle = audit_between(audit_log, idle_from, file_size(audit_log));
   const int64_t slurm_idle = proxy.requests() - slurm_from;
   std::map<std::string, int64_t> slurm_idle_routes = proxy.by_route();
@@ -480,9 +547,18 @@ int main(int argc, char** argv) {
   result["kube_requests_per_min_idle"] = static_cast<double>(idle.requests) / minutes;
   result["lease_requests_per_min"] = static_cast<double>(idle.lease_requests) / minutes;
   result["slurm_requests_per_min_idle"] = static_cast<double>(slurm_idle) / minutes;
+  result["slurm_kib_per_min_idle"] =
+      static_cast<double>(proxy.bytes_answered() - slurm_bytes_from) / 1024 / minutes;
   result["idle_kube_by_kind"] = top(idle.by_kind, 8);
   result["idle_slurm_by_route"] = top(slurm_idle_routes, 8);
   result["idle_cpu_s_per_min"] = (idle_usage_to.cpu_s - idle_usage_from.cpu_s) / minutes;
+  // What answering the operator costs Slurm at rest; the bed's other processes for comparison.
+  result["idle_phase_cpu_s"] =
+      cpu_between(cpu_before_idle, cpu_after_idle, idle_usage_to.cpu_s - idle_usage_from.cpu_s);
+  result["slurm_cpu_s_per_min_idle"] = {
+      {"slurmctld", (cpu_after_idle.at("slurmctld") - cpu_before_idle.at("slurmctld")) / minutes},
+      {"slurmrestd",
+       (cpu_after_idle.at("slurmrestd") - cpu_before_idle.at("slurmrestd")) / minutes}};
   result["rss_steady_mib"] = idle_rss.empty()
                                  ? -1
                                  : std::accumulate(idle_rss.begin(), idle_rss.end(), 0.0) /
@@ -507,6 +583,11 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int> pause_ms(0, 999);
   std::vector<double> propagation;
   int lost = 0;
+  const auto cpu_before_changes = bed_cpu_seconds();
+  const double operator_cpu_before_changes = sampler.now().cpu_s;
+  const int64_t slurm_before_changes = proxy.requests();
+  const int64_t slurm_bytes_before_changes = proxy.bytes_answered();
+  const auto t_changes = Steady::now();
   for (int i = 0; i < o.changes && !hosts.empty(); ++i) {
     const std::string& host = hosts[(static_cast<size_t>(i / 2) * 7919) % hosts.size()];
     const bool on = i % 2 == 0;
@@ -531,6 +612,16 @@ int main(int argc, char** argv) {
   result["propagation_p99_s"] = percentile(propagation, 0.99);
   result["propagation"] = summary(propagation);
   result["propagation"]["not_seen_within_30s"] = lost;
+  // Churn: the same figures while an administrator drains and undrains.
+  const double changes_minutes = since(t_changes) / 60;
+  result["propagation_phase_cpu_s"] = cpu_between(
+      cpu_before_changes, bed_cpu_seconds(), sampler.now().cpu_s - operator_cpu_before_changes);
+  result["propagation_phase_seconds"] = std::round(changes_minutes * 600) / 10;
+  result["slurm_requests_per_min_churn"] =
+      static_cast<double>(proxy.requests() - slurm_before_changes) / changes_minutes;
+  result["slurm_kib_per_min_churn"] =
+      static_cast<double>(proxy.bytes_answered() - slurm_bytes_before_changes) / 1024 /
+      changes_minutes;
 
   // 4. Cordon -> Slurm DRAIN of every Slurm node of the Node's pods (and back).
   say("cordon: " + std::to_string(o.cordons) + " Nodes cordoned and uncordoned");

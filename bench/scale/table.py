@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes <dir>/scale.md: one column per bench/results/scale-N.json, the figures of bench/run scale."""
+"""Writes <dir>/scale.md: one column per bench/results/scale-N[-OPERATOR].json, the figures of
+bench/run scale."""
 import json
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ ROWS = [
     ("kube_requests_per_min_idle", "Kubernetes requests/min at idle (no Leases)", "{:.1f}"),
     ("lease_requests_per_min", "Lease requests/min (leader election)", "{:.1f}"),
     ("slurm_requests_per_min_idle", "Slurm REST requests/min at idle", "{:.1f}"),
+    ("slurm_cpu_s_per_min_idle.slurmctld", "slurmctld CPU at idle (s/min)", "{:.3f}"),
+    ("slurm_cpu_s_per_min_idle.slurmrestd", "slurmrestd CPU at idle (s/min)", "{:.3f}"),
     ("propagation_p50_s", "Slurm drain -> pod condition p50 (s)", "{:.2f}"),
     ("propagation_p99_s", "Slurm drain -> pod condition p99 (s)", "{:.2f}"),
     ("cordon_drain_p50_s", "cordon -> Slurm DRAIN p50 (s)", "{:.2f}"),
@@ -46,12 +49,12 @@ def get(doc: dict, path: str):
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results")
     runs = sorted((json.loads(p.read_text()) for p in out.glob("scale-*.json")),
-                  key=lambda r: r.get("nodes", 0))
+                  key=lambda r: (r.get("operator", "") != "tightrope", r.get("nodes", 0)))
     if not runs:
         return
     lines = ["# bench/run scale", "",
              "Written by bench/scale/table.py from the scale-N.json next to it; -1 means not reached.",
-             "", "| figure | " + " | ".join(f"{r['nodes']} nodes" for r in runs) + " |",
+             "", "| figure | " + " | ".join(f"{r['nodes']} nodes, {r.get('operator', '')}" for r in runs) + " |",
              "|---|" + "---:|" * len(runs)]
     for key, label, fmt in ROWS:
         cells = []

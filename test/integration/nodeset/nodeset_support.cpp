@@ -40,22 +40,24 @@ json secret(const std::string& name, const std::string& key, const std::string& 
 
 }  // namespace
 
-void create_external_cluster(kube::Client& client, const std::string& ns) {
+void create_external_cluster(kube::Client& client, const std::string& ns,
+                             const json& controller_spec) {
   create(client, kube::resources::secrets(), ns,
          secret("slurm-key", "slurm.key", TestBed::var("SLURM_KEY")));
   create(client, kube::resources::secrets(), ns,
          secret("jwt-key", "jwt.key", TestBed::var("SLURM_JWT_KEY")));
   const std::string ctld = TestBed::var("SLURMCTLD_URL");
   const int port = std::stoi(ctld.substr(ctld.rfind(':') + 1));
-  create(client, resources::controllers(), ns,
-         {{"apiVersion", "slinky.slurm.net/v1beta1"},
-          {"kind", "Controller"},
-          {"metadata", {{"name", "slurm"}}},
-          {"spec",
-           {{"slurmKeyRef", {{"name", "slurm-key"}, {"key", "slurm.key"}}},
-            {"jwtKeyRef", {{"name", "jwt-key"}, {"key", "jwt.key"}}},
-            {"external", true},
-            {"externalConfig", {{"host", "localhost"}, {"port", port}}}}}});
+  json controller = {{"apiVersion", "slinky.slurm.net/v1beta1"},
+                     {"kind", "Controller"},
+                     {"metadata", {{"name", "slurm"}}},
+                     {"spec",
+                      {{"slurmKeyRef", {{"name", "slurm-key"}, {"key", "slurm.key"}}},
+                       {"jwtKeyRef", {{"name", "jwt-key"}, {"key", "jwt.key"}}},
+                       {"external", true},
+                       {"externalConfig", {{"host", "localhost"}, {"port", port}}}}}};
+  controller["spec"].update(controller_spec);
+  create(client, resources::controllers(), ns, controller);
   create(client, resources::restapis(), ns,
          {{"apiVersion", "slinky.slurm.net/v1beta1"},
           {"kind", "RestApi"},

@@ -11,8 +11,10 @@
 namespace tightrope::op::testing {
 
 // Secrets slurm-key and jwt-key, Controller "slurm" (external: the bed's slurmctld) and
-// RestApi "slurm" in `ns`. Throws std::runtime_error with the API server's answer on failure.
-void create_external_cluster(kube::Client& client, const std::string& ns);
+// RestApi "slurm" in `ns`; `controller_spec` is merged into the Controller's spec. Throws
+// std::runtime_error with the API server's answer on failure.
+void create_external_cluster(kube::Client& client, const std::string& ns,
+                             const nlohmann::json& controller_spec = nlohmann::json::object());
 
 // NodeSet `name` of Controller "slurm" with `replicas`; its nodes also carry the feature of the
 // bed's partition, so jobs can run on them.
