@@ -134,3 +134,8 @@ def test_an_optional_tool_names_each_binary_of_its_packages(testbed):
     assert testbed.tool_files("helm") == ["bin/helm"]
     with pytest.raises(testbed.BedError, match="keda/operator"):
         testbed.tool_path("keda/nothing")
+
+
+def test_slinkys_operator_is_an_optional_tool_of_one_binary(testbed):
+    assert testbed.tool_files("slinky") == ["bin/manager"]
+    assert testbed.tool_path("slinky/manager") == testbed.tool_dir("slinky") / "bin" / "manager"
