@@ -1096,6 +1096,7 @@ std::span<const Check> catalog() {
 }
 
 std::vector<Finding> diagnose(const ClusterView& view, const std::vector<std::string>& only) {
+  view.forget_lookups();  // the caller may have changed the view since the last run
   std::vector<Finding> out;
   for (const auto& check : catalog()) {
     if (only.empty() || std::find(only.begin(), only.end(), check.id) != only.end()) {

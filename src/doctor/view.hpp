@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -64,6 +65,26 @@ struct OperatorView {
   std::string error;  // what could not be read (RBAC)
 };
 
+// The lookups by name of a ClusterView (pods by hostname, Nodes, Slurm nodes, jobs by node),
+// built on first use: linear scans made the catalog quadratic (264 ms at 1,000 workers). It
+// points into the view's vectors, so a copied or moved view builds its own, and it is built
+// again when those vectors were reallocated or resized; ClusterView::forget_lookups drops it
+// for a view changed in place. Not for concurrent use.
+class LookupCache {
+ public:
+  struct Index;
+  LookupCache();
+  LookupCache(const LookupCache&);
+  LookupCache(LookupCache&&) noexcept;
+  LookupCache& operator=(const LookupCache&);
+  LookupCache& operator=(LookupCache&&) noexcept;
+  ~LookupCache();
+
+ private:
+  friend struct ClusterView;
+  std::unique_ptr<Index> index_;
+};
+
 struct ClusterView {
   Time now;
   std::string namespace_name;
@@ -91,6 +112,12 @@ struct ClusterView {
   const slurm::Node* slurm_node(const std::string& name) const;
   // The jobs that run (or are suspended, or completing) on a Slurm node, by their hostlists.
   std::vector<const slurm::Job*> jobs_on(const std::string& node) const;
+  // After changing pods, Nodes, Slurm nodes or jobs in place (doctor::diagnose calls it).
+  void forget_lookups() const;
+
+ private:
+  const LookupCache::Index& lookups() const;
+  mutable LookupCache lookups_;
 };
 
 // A Slurm node's state as an administrator reads it: "IDLE+DRAIN" (how a node was made,

@@ -4,16 +4,16 @@
 
 namespace tightrope::op {
 
-doctor::ClusterView diagnosis_view(const DiagnosisInputs& in) {
+doctor::ClusterView diagnosis_view(DiagnosisInputs in) {
   doctor::ClusterView view;
   view.now = in.now;
-  view.namespace_name = in.namespace_name;
-  view.controller = in.controller;
-  view.nodesets = in.nodesets;
-  view.pods = in.pods;
-  view.kube_nodes = in.kube_nodes;
-  view.slurm_conf = in.slurm_conf;
-  view.slurm_key_hash = in.slurm_key_hash;
+  view.namespace_name = std::move(in.namespace_name);
+  view.controller = std::move(in.controller);
+  view.nodesets = std::move(in.nodesets);
+  view.pods = std::move(in.pods);
+  view.kube_nodes = std::move(in.kube_nodes);
+  view.slurm_conf = std::move(in.slurm_conf);
+  view.slurm_key_hash = std::move(in.slurm_key_hash);
   view.slurm.via = "the operator's change feed";
   view.slurm.have_nodes = in.snapshot.nodes != nullptr;
   if (in.snapshot.nodes) {
@@ -26,7 +26,7 @@ doctor::ClusterView diagnosis_view(const DiagnosisInputs& in) {
       view.slurm.jobs.push_back(job);
     }
   }
-  view.slurm.reservations = in.reservations;
+  view.slurm.reservations = std::move(in.reservations);
   return view;
 }
 

@@ -29,7 +29,7 @@ struct DiagnosisInputs {
   std::string slurm_key_hash;
 };
 
-doctor::ClusterView diagnosis_view(const DiagnosisInputs& in);
+doctor::ClusterView diagnosis_view(DiagnosisInputs in);
 
 // The checks run by the operator: those whose every input it holds. The rest need objects it
 // does not watch (other pods, PDBs, CRDs, the webhook), or are its own conditions already.

@@ -326,7 +326,7 @@ void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
   if (auto reservations = client.list_reservations()) {
     in.reservations = std::move(*reservations);
   }
-  const auto found = problems(doctor::diagnose(diagnosis_view(in), operator_checks()));
+  const auto found = problems(doctor::diagnose(diagnosis_view(std::move(in)), operator_checks()));
   set_condition(conditions, healthy_condition(found, c.metadata.generation), Runtime::now());
 
   std::set<std::string> now;
