@@ -11,6 +11,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table import get  # noqa: E402  (beside this script: a figure by its dotted key path)
+
 # (key path, label, format). Every figure is one where less is better.
 ROWS = [
     ("ready_phases_s.all_pods_created", "NodeSet of N created -> every pod created (s)", "{:.1f}"),
@@ -50,14 +53,6 @@ ROWS = [
     ("scale_in_cpu_s.kube-apiserver", "  CPU meanwhile: kube-apiserver (s)", "{:.1f}"),
     ("jobs_killed", "jobs killed", "{:.0f}"),
 ]
-
-
-def get(doc: dict, path: str):
-    for part in path.split("."):
-        if not isinstance(doc, dict) or part not in doc:
-            return None
-        doc = doc[part]
-    return doc
 
 
 def cell(value, fmt: str) -> str:
