@@ -48,7 +48,7 @@ struct FeedOptions {
   std::chrono::milliseconds period{1000};
   // Also follow nodes created but not yet registered (state FUTURE).
   bool include_future = true;
-  // How far slurmctld's clock may be behind ours (UpdateCursor).
+  // How far slurmctld's clock may be behind ours, for an answer without its time (UpdateCursor).
   std::chrono::milliseconds clock_allowance{500};
   // After failures, polls slow down exponentially up to this period.
   std::chrono::milliseconds max_backoff{30000};
@@ -92,19 +92,26 @@ struct FeedHealth {
 };
 
 // Where a conditional list (nodes or jobs) resumes: the `update_time` to ask with next.
-// slurmctld answers "nothing changed" when no change happened at or after that second. The
-// `last_update` it reports is the time of the answer, with one-second resolution, so it is not
-// used: a change that a read did not see happened after the read started, so it carries a
-// time of at least floor(read start - clock allowance). A change just before a read may be
-// listed twice; none is missed.
+// slurmctld answers "nothing changed" when no change happened at or after that second, and a
+// list carries `last_update`: the second of the answer on slurmctld's own clock (measured on
+// 26.05: not the second of the last change). Resuming from that second loses nothing and needs
+// no allowance for skew between clocks; what comes back again is only a change made in the same
+// second as the answer, so a change is listed at most twice. "Nothing changed" keeps the cursor
+// where it was. An answer without a time (none seen) falls back to our clock: the second in which
+// the read started, less the clock allowance.
 class UpdateCursor {
  public:
   explicit UpdateCursor(std::chrono::milliseconds allowance) : allowance_(allowance) {}
   // nullopt: ask for everything.
   std::optional<Time> since() const { return since_; }
-  // After a successful read (a list, or "nothing changed") that started at `read_started`.
-  void read(Time read_started) {
-    since_ = std::chrono::floor<std::chrono::seconds>(read_started - allowance_);
+  // After a successful read that started at `read_started`: `listed` when a list came back,
+  // with slurmctld's `answered` time when it gave one.
+  void read(Time read_started, bool listed, std::optional<Time> answered) {
+    if (listed && answered) {
+      since_ = std::chrono::floor<std::chrono::seconds>(*answered);
+    } else if (listed || !since_) {
+      since_ = std::chrono::floor<std::chrono::seconds>(read_started - allowance_);
+    }
   }
 
  private:

@@ -68,17 +68,32 @@ TEST(UpdateCursor, AsksForEverythingBeforeTheFirstList) {
   EXPECT_FALSE(UpdateCursor(milliseconds(500)).since().has_value());
 }
 
-TEST(UpdateCursor, ResumesFromTheSecondOfTheLastReadLessTheAllowance) {
+TEST(UpdateCursor, ResumesFromTheSecondOfSlurmsAnswer) {
   UpdateCursor cursor(milliseconds(500));
-  cursor.read(kSecond1000 + milliseconds(1700));
+  // Our clock is ahead of slurmctld's: its answer says which second it answered in.
+  cursor.read(kSecond1000 + milliseconds(3700), true, kSecond1000 + seconds(2));
+  EXPECT_EQ(cursor.since(), kSecond1000 + seconds(2))
+      << "a change later in the second of the answer must still be asked for";
+}
+
+TEST(UpdateCursor, NothingChangedKeepsTheCursor) {
+  UpdateCursor cursor(milliseconds(500));
+  cursor.read(kSecond1000, true, kSecond1000);
+  cursor.read(kSecond1000 + seconds(5), false, std::nullopt);
+  EXPECT_EQ(cursor.since(), kSecond1000) << "no change since then: asking from there is exact";
+}
+
+TEST(UpdateCursor, AnAnswerWithoutItsTimeFallsBackToTheReadLessTheAllowance) {
+  UpdateCursor cursor(milliseconds(500));
+  cursor.read(kSecond1000 + milliseconds(1700), true, std::nullopt);
   EXPECT_EQ(cursor.since(), kSecond1000 + seconds(1));
-  cursor.read(kSecond1000 + milliseconds(2300));  // 2.3 s - 0.5 s: still within second 1
+  cursor.read(kSecond1000 + milliseconds(2300), true, std::nullopt);  // 2.3 s - 0.5 s: second 1
   EXPECT_EQ(cursor.since(), kSecond1000 + seconds(1));
 }
 
 TEST(UpdateCursor, NeverSkipsTheSecondInWhichAReadStarted) {
   UpdateCursor cursor(milliseconds(0));
-  cursor.read(kSecond1000 + milliseconds(999));
+  cursor.read(kSecond1000 + milliseconds(999), true, std::nullopt);
   EXPECT_EQ(cursor.since(), kSecond1000) << "a change later in that second must still be asked for";
 }
 
