@@ -20,6 +20,38 @@ Error unavailable(const std::string& message) {
 
 }  // namespace
 
+Result<Answer> read_answer(const std::string& what, long status, std::string_view body,
+                           const std::vector<std::string>* item_fields) {
+  Answer answer{status, json()};
+  if (answer.status == 304) {
+    return answer;
+  }
+  if (!body.empty() && item_fields == nullptr) {
+    answer.doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  } else if (!body.empty()) {
+    // Keys at depth 3 are those of a list's items ({"nodes": [{"name": ...}]}). Parsing the
+    // whole of a thousand-node answer would cost tens of MB for a moment, for fields nobody reads.
+    const json::parser_callback_t keep = [item_fields](int depth, json::parse_event_t event,
+                                                       json& parsed) {
+      return event != json::parse_event_t::key || depth != 3 ||
+             std::find(item_fields->begin(), item_fields->end(), parsed.get<std::string>()) !=
+                 item_fields->end();
+    };
+    answer.doc = json::parse(body, keep, /*allow_exceptions=*/false);
+  }
+  if (answer.doc.is_discarded()) {
+    if (answer.status >= 200 && answer.status < 300) {
+      return fail(Error{ErrorKind::kProtocol, answer.status, what + ": answer is not JSON", {}});
+    }
+    return fail(classify(what, answer.status, {}, std::string(body)));
+  }
+  auto entries = decode_errors(answer.doc);
+  if (answer.status >= 200 && answer.status < 300 && entries.empty()) {
+    return answer;
+  }
+  return fail(classify(what, answer.status, std::move(entries)));
+}
+
 Result<Done> Client::done(const Result<Answer>& answer) {
   if (!answer) {
     return fail(answer.error());
@@ -38,9 +70,10 @@ std::string Client::api(const std::string& path) const {
   return "/slurm/" + std::string(options_.version->name) + path;
 }
 
-Result<Client::Answer> Client::attempt(const std::string& method, const std::string& path,
-                                       const std::string& body,
-                                       const std::vector<std::string>* item_fields) {
+Result<Answer> Client::attempt(const std::string& method, const std::string& path,
+                               const std::string& body,
+                               const std::vector<std::string>* item_fields,
+                               std::chrono::milliseconds timeout) {
   auto token = tokens_->token();
   if (!token) {
     return fail(token.error());
@@ -49,7 +82,7 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
   req.method = method;
   req.url = options_.url + path;
   req.body = body;
-  req.timeout = options_.timeout;
+  req.timeout = std::max(options_.timeout, timeout);
   req.headers = {{"X-SLURM-USER-TOKEN", *token}, {"Accept", "application/json"}};
   if (!body.empty()) {
     req.headers.emplace_back("Content-Type", "application/json");
@@ -58,7 +91,6 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
     req.headers.emplace_back("X-SLURM-USER-NAME", options_.user_name);
   }
   req.headers.insert(req.headers.end(), options_.headers.begin(), options_.headers.end());
-  const std::string what = method + " " + path;
   auto sent = http_.send(req);
   if (!sent) {
     Error e = unavailable(sent.error().message);
@@ -66,44 +98,18 @@ Result<Client::Answer> Client::attempt(const std::string& method, const std::str
     e.http_status = sent.error().kind == http::TransportError::Kind::kConnect ? -1 : 0;
     return fail(std::move(e));
   }
-  Answer answer{sent->status, json()};
-  if (answer.status == 304) {
-    return answer;
-  }
-  if (!sent->body.empty() && item_fields == nullptr) {
-    answer.doc = json::parse(sent->body, nullptr, /*allow_exceptions=*/false);
-  } else if (!sent->body.empty()) {
-    // Keys at depth 3 are those of a list's items ({"nodes": [{"name": ...}]}). Parsing the
-    // whole of a thousand-node answer would cost tens of MB for a moment, for fields nobody reads.
-    const json::parser_callback_t keep = [item_fields](int depth, json::parse_event_t event,
-                                                       json& parsed) {
-      return event != json::parse_event_t::key || depth != 3 ||
-             std::find(item_fields->begin(), item_fields->end(), parsed.get<std::string>()) !=
-                 item_fields->end();
-    };
-    answer.doc = json::parse(sent->body, keep, /*allow_exceptions=*/false);
-  }
-  if (answer.doc.is_discarded()) {
-    if (answer.status >= 200 && answer.status < 300) {
-      return fail(Error{ErrorKind::kProtocol, answer.status, what + ": answer is not JSON", {}});
-    }
-    return fail(classify(what, answer.status, {}, sent->body));
-  }
-  auto entries = decode_errors(answer.doc);
-  if (answer.status >= 200 && answer.status < 300 && entries.empty()) {
-    return answer;
-  }
-  return fail(classify(what, answer.status, std::move(entries)));
+  return read_answer(method + " " + path, sent->status, sent->body, item_fields);
 }
 
-Result<Client::Answer> Client::call(const std::string& method, const std::string& path,
-                                    const std::optional<json>& body, Safety safety,
-                                    const std::vector<std::string>* item_fields) {
+Result<Answer> Client::call(const std::string& method, const std::string& path,
+                            const std::optional<json>& body, Safety safety,
+                            const std::vector<std::string>* item_fields,
+                            std::chrono::milliseconds timeout) {
   const std::string payload = body ? body->dump() : std::string{};
   auto delay = options_.backoff_initial;
   bool reauthorized = false;
   for (int n = 1;; ++n) {
-    auto answer = attempt(method, path, payload, item_fields);
+    auto answer = attempt(method, path, payload, item_fields, timeout);
     if (options_.on_attempt) {
       options_.on_attempt(method, answer ? nullptr : &answer.error());
     }
@@ -145,7 +151,7 @@ Result<Conditional<NodeList>> Client::list_nodes(const NodeQuery& query) {
     path += "&flags=FUTURE";
   }
   const std::vector<std::string> fields = node_fields(*options_.version);
-  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields);
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields, query.timeout);
   if (!answer) {
     return fail(answer.error());
   }
@@ -212,13 +218,14 @@ Result<Done> Client::delete_node(const std::string& name) {
   return done(call("DELETE", api("/node/" + name), std::nullopt, Safety::kIdempotent));
 }
 
-Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since) {
+Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since,
+                                              std::chrono::milliseconds timeout) {
   std::string path = api("/jobs");
   if (changed_since) {
     path += "?update_time=" + std::to_string(epoch_seconds(*changed_since));
   }
   const std::vector<std::string> fields = job_fields(*options_.version);
-  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields);
+  auto answer = call("GET", path, std::nullopt, Safety::kIdempotent, &fields, timeout);
   if (!answer) {
     return fail(answer.error());
   }

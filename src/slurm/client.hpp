@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "http/client.hpp"
 #include "slurm/codec.hpp"
@@ -41,6 +43,8 @@ struct NodeQuery {
   std::optional<Time> changed_since;
   // Also list nodes in state FUTURE (created but never registered), which Slurm hides by default.
   bool include_future = false;
+  // Per attempt, when longer than the client's: a list grows with the cluster (ChangeFeed).
+  std::chrono::milliseconds timeout{0};
 };
 
 // Answer to a conditional list: `changed` is false when Slurm said nothing changed (304).
@@ -49,6 +53,20 @@ struct Conditional {
   bool changed = true;
   List list;
 };
+
+// What slurmrestd answered, once read.
+struct Answer {
+  long status = 0;
+  nlohmann::json doc;  // null for 304
+};
+
+// Reads one answer of slurmrestd (`what`: "GET /slurm/..." for errors): 304 as it is, a JSON
+// body as a document, Slurm's error entries and HTTP errors as classified errors, anything else
+// as a protocol error. `item_fields`, when given, are the only fields kept of each item of the
+// answer's list (e.g. of each node of "nodes"): the rest is dropped as it is parsed. Every byte
+// the client reads from slurmrestd goes through here (and test/fuzz/slurm_answer_fuzz.cpp).
+Result<Answer> read_answer(const std::string& what, long status, std::string_view body,
+                           const std::vector<std::string>* item_fields);
 
 class Client {
  public:
@@ -68,7 +86,10 @@ class Client {
 
   // Jobs. With `changed_since`, an unchanged job table answers `changed == false` (slurmrestd
   // sends an empty list with last_update 0 rather than 304).
-  Result<Conditional<JobList>> list_jobs(std::optional<Time> changed_since = {});
+  // `timeout`: as NodeQuery's.
+  Result<Conditional<JobList>> list_jobs(
+      std::optional<Time> changed_since = {},
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   Result<Job> get_job(int64_t id);
   Result<int64_t> submit_job(const JobSubmission& job);
   Result<Done> update_job(int64_t id, const nlohmann::json& changes);  // job_desc_msg fields
@@ -98,18 +119,15 @@ class Client {
   const ClientOptions& options() const { return options_; }
 
  private:
-  struct Answer {
-    long status = 0;
-    nlohmann::json doc;
-  };
   enum class Safety { kIdempotent, kOnce };
-  // `item_fields`, when given, are the only fields kept of each item of the answer's list
-  // (e.g. of each node of "nodes"): the rest is dropped as it is parsed.
+  // `item_fields`: as read_answer's. `timeout`: per attempt, when longer than the client's.
   Result<Answer> call(const std::string& method, const std::string& path,
                       const std::optional<nlohmann::json>& body, Safety safety,
-                      const std::vector<std::string>* item_fields = nullptr);
+                      const std::vector<std::string>* item_fields = nullptr,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   Result<Answer> attempt(const std::string& method, const std::string& path,
-                         const std::string& body, const std::vector<std::string>* item_fields);
+                         const std::string& body, const std::vector<std::string>* item_fields,
+                         std::chrono::milliseconds timeout);
   std::string api(const std::string& path) const;
   static Result<Done> done(const Result<Answer>& answer);
   static Result<int64_t> submitted(const Result<Answer>& answer);  // its job_id

@@ -1,5 +1,6 @@
 #include "slurm/feed.hpp"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace tightrope::slurm {
@@ -55,6 +56,10 @@ auto keyed(std::vector<Value> list, KeyOf key_of) {
   return std::shared_ptr<const std::map<Key, Value>>(std::move(out));
 }
 
+std::chrono::milliseconds took(Time from, Time to) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(to - from);
+}
+
 }  // namespace
 
 std::vector<NodeEvent> diff_nodes(const std::map<std::string, Node>& before,
@@ -79,6 +84,16 @@ void JobPace::read(Clock::time_point now, bool changed) {
   if (changed) {
     busy_until_ = now + busy_for_;
   }
+}
+
+std::chrono::steady_clock::time_point next_poll_at(std::chrono::steady_clock::time_point started,
+                                                   std::chrono::steady_clock::time_point finished,
+                                                   std::chrono::milliseconds period) {
+  return std::max(started + period, finished + (finished - started));
+}
+
+std::chrono::milliseconds list_timeout(std::chrono::milliseconds last_list) {
+  return std::min(last_list * 4, std::chrono::milliseconds(120000));
 }
 
 ChangeFeed::ChangeFeed(Client& client, FeedOptions options)
@@ -160,10 +175,13 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   query.include_future = options_.include_future;
   bool resync = false;
   std::optional<Time> jobs_since;
+  std::chrono::milliseconds jobs_timeout{0};
   {
     std::lock_guard lock(mu_);
     // Nothing changed at or after second T: 304 (UpdateCursor says which T).
     query.changed_since = node_cursor_.since();
+    query.timeout = list_timeout(node_list_took_);
+    jobs_timeout = list_timeout(job_list_took_);
     resync = resync_ || !query.changed_since;
     if (resync) {
       query.changed_since.reset();
@@ -190,12 +208,13 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   }
   if (read_jobs) {
     ++requests_;
-    job_answer = client_.list_jobs(jobs_since);
+    job_answer = client_.list_jobs(jobs_since, jobs_timeout);
     if (!*job_answer) {
       return fail(failed(job_answer->error()));
     }
   }
 
+  const auto jobs_done = Time::clock::now();
   PollOutcome outcome;
   outcome.resync = resync;
   outcome.listed = node_answer->changed;
@@ -229,6 +248,12 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       snapshot_.jobs = std::move(jobs);
     }
     node_cursor_.read(nodes_read, outcome.listed, nodes_answered);
+    if (outcome.listed) {
+      node_list_took_ = took(nodes_read, jobs_read);
+    }
+    if (job_answer && (*job_answer)->changed) {
+      job_list_took_ = took(jobs_read, jobs_done);
+    }
     if (read_jobs) {
       job_cursor_.read(jobs_read, (*job_answer)->changed, jobs_answered);
       job_pace_.read(paced_at, !job_events.empty());
@@ -285,9 +310,11 @@ void ChangeFeed::run() {
     } else {
       wait = std::min(std::max(wait * 2, options_.period), options_.max_backoff);
     }
-    // Polls start one period apart, however long a poll took, unless asked for sooner.
+    // Polls start one period apart unless a poll took long (next_poll_at) or a caller asks
+    // for one sooner.
+    const auto finished = std::chrono::steady_clock::now();
     std::unique_lock lock(run_mu_);
-    const auto next = outcome ? started + wait : std::chrono::steady_clock::now() + wait;
+    const auto next = outcome ? next_poll_at(started, finished, wait) : finished + wait;
     for (;;) {
       if (stopping_) {
         return;

@@ -97,6 +97,23 @@ TEST(UpdateCursor, NeverSkipsTheSecondInWhichAReadStarted) {
   EXPECT_EQ(cursor.since(), kSecond1000) << "a change later in that second must still be asked for";
 }
 
+TEST(NextPoll, AQuickPollIsFollowedOnePeriodAfterItsStart) {
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(next_poll_at(t0, t0 + milliseconds(30), seconds(1)), t0 + seconds(1));
+}
+
+TEST(NextPoll, ALongPollLeavesSlurmrestdAsLongAgainBeforeTheNext) {
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(next_poll_at(t0, t0 + milliseconds(2500), seconds(1)), t0 + seconds(5));
+  EXPECT_EQ(next_poll_at(t0, t0 + milliseconds(700), seconds(1)), t0 + milliseconds(1400));
+}
+
+TEST(ListTimeout, GrowsWithTheLastListAndStaysBounded) {
+  EXPECT_EQ(list_timeout(milliseconds(0)), milliseconds(0)) << "no list yet: the client's own";
+  EXPECT_EQ(list_timeout(milliseconds(2500)), milliseconds(10000));
+  EXPECT_EQ(list_timeout(seconds(600)), seconds(120));
+}
+
 // Times of a JobPace, in seconds from an arbitrary start.
 JobPace::Clock::time_point at(double s) {
   return JobPace::Clock::time_point(std::chrono::duration_cast<JobPace::Clock::duration>(
