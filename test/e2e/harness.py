@@ -4,8 +4,10 @@ The chart is installed as release "slurm" in namespace "slurm", the operator in 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -177,3 +179,59 @@ def install_operator(*values: str):
          "--create-namespace", *[a for v in values for a in ("--set", v)], "--wait", "--timeout", "180s",
          timeout=240)
     wait_until("the admission webhook to answer", webhook_answers, 60)
+
+
+# Secret keys whose values are public by design (certificates) or not secret at all.
+PUBLIC_SECRET_KEYS = {"ca.crt", "tls.crt"}
+JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}")
+
+
+def secret_needles(namespaces: tuple[str, ...]) -> dict[str, str]:
+    """What no log, event, status or ConfigMap may show: each value of each Secret in
+    `namespaces` (Slurm's auth key, the JWT key, tokens, the database password), as stored
+    (base64) and, when it is text, as itself. Needle -> where it comes from."""
+    needles = {}
+    for ns in namespaces:
+        for s in get("secrets", ns=ns).get("items", []):
+            for key, b64 in (s.get("data") or {}).items():
+                if key in PUBLIC_SECRET_KEYS or len(b64) < 12:
+                    continue
+                where = f"{ns}/{s['metadata']['name']}[{key}]"
+                needles[b64] = where
+                raw = base64.b64decode(b64)
+                try:
+                    text = raw.decode().strip()
+                except UnicodeDecodeError:
+                    needles[raw.hex()] = where + " (hex)"
+                    continue
+                if len(text) >= 8:
+                    needles[text] = where
+    return needles
+
+
+def shown_texts(namespaces: tuple[str, ...]) -> dict[str, str]:
+    """Everything an administrator or a user with read access is shown: each container's log
+    (the previous instance's too), events, ConfigMaps, the status of the slinky.slurm.net objects
+    and pods' environments. Place -> text."""
+    texts = {}
+    kinds = "configmaps,events,controllers,nodesets,loginsets,restapis,accountings,tokens"
+    for ns in namespaces:
+        texts[f"{ns}: {kinds}"] = kubectl("-n", ns, "get", kinds, "-o", "json", check=False).stdout
+        for pod in get("pods", ns=ns).get("items", []):
+            name = pod["metadata"]["name"]
+            for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+                texts[f"{ns}/{name} env of {c['name']}"] = json.dumps(c.get("env", []))
+                for previous in ("false", "true"):
+                    r = kubectl("-n", ns, "logs", name, "-c", c["name"], f"--previous={previous}", check=False)
+                    texts[f"{ns}/{name}/{c['name']} log (previous={previous})"] = r.stdout
+    return texts
+
+
+def leaked_secrets(namespaces: tuple[str, ...]) -> list[str]:
+    """Where a Secret's value, or any JWT, shows (see secret_needles and shown_texts)."""
+    needles = secret_needles(namespaces)
+    leaks = []
+    for place, text in shown_texts(namespaces).items():
+        leaks += [f"{where} in {place}" for needle, where in needles.items() if needle in text]
+        leaks += [f"a JWT ({m[:12]}...) in {place}" for m in JWT.findall(text)]
+    return leaks

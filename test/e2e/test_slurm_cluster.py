@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
-                     install_operator, job_state, kubectl, login_pod, node_states, nodeset_condition, nodeset_ready,
-                     operator_metrics, pod_condition, run, slurm, submit, wait_until, workers)
+                     install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states, nodeset_condition, nodeset_ready,
+                     operator_metrics, pod_condition, run, secret_needles, slurm, submit, wait_until, workers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,6 +431,80 @@ def test_each_job_gets_its_own_imex_channel():
     # The held job has channel 1 (channel 0 is reserved): the next job gets another.
     assert imex_channels() == ["channel2"]
     slurm("scancel", held)
+
+
+# What the operator's and the webhook's service accounts need, asked of the API server
+# (SubjectAccessReview through kubectl auth can-i --as). Each line's reason is the rule's comment in
+# deploy/helm/slurm-operator/templates/rbac.yaml. (verb, resource[:subresource][/name], namespace;
+# "" is cluster-wide)
+NEEDED = {
+    "operator": [("list", "pods", NS), ("watch", "pods", NS), ("create", "pods", NS), ("delete", "pods", NS),
+                 ("patch", "pods", NS), ("patch", "pods:status", NS), ("list", "nodes", ""),
+                 ("patch", "nodes", ""), ("patch", "nodes:status", ""), ("patch", "nodesets.slinky.slurm.net", NS),
+                 ("patch", "nodesets.slinky.slurm.net:status", NS), ("create", "secrets", NS),
+                 ("get", "secrets", NS), ("create", "events", NS), ("create", "statefulsets.apps", NS),
+                 ("create", "poddisruptionbudgets.policy", NS), ("get", "leases.coordination.k8s.io/slurm-operator", OPERATOR_NS),
+                 ("update", "leases.coordination.k8s.io/slurm-operator", OPERATOR_NS)],
+    # With webhook.podsBinding, also get and patch of pods and get of nodes.
+    "webhook": [("get", "configmaps", NS)],
+}
+# Broader than any of it needs: each must be refused.
+REFUSED = {
+    "operator": [("*", "*", NS), ("*", "*", ""), ("update", "nodesets.slinky.slurm.net", NS),
+                 ("delete", "nodesets.slinky.slurm.net", NS), ("create", "pods:exec", NS),
+                 ("create", "pods:eviction", NS), ("delete", "nodes", ""), ("update", "nodes", ""),
+                 ("update", "secrets", NS), ("create", "serviceaccounts:token", NS),
+                 ("create", "clusterrolebindings.rbac.authorization.k8s.io", ""),
+                 ("escalate", "clusterroles.rbac.authorization.k8s.io", ""),
+                 ("bind", "clusterroles.rbac.authorization.k8s.io", ""), ("impersonate", "users", ""),
+                 ("delete", "namespaces", ""), ("create", "customresourcedefinitions.apiextensions.k8s.io", ""),
+                 ("update", "leases.coordination.k8s.io/another-lease", OPERATOR_NS),
+                 ("delete", "persistentvolumeclaims", NS),
+                 ("create", "mutatingwebhookconfigurations.admissionregistration.k8s.io", "")],
+    "webhook": [("list", "secrets", NS), ("get", "secrets", NS), ("list", "pods", NS), ("create", "pods", NS),
+                ("delete", "pods", NS), ("patch", "nodes", ""), ("list", "configmaps", NS),
+                ("create", "events", NS), ("*", "*", "")],
+}
+
+
+def service_accounts() -> dict[str, str]:
+    """operator / webhook -> the service account its Deployment runs as."""
+    out = {}
+    for d in get("deployments", ns=OPERATOR_NS).get("items", []):
+        name = d["metadata"]["name"]
+        role = "webhook" if name.endswith("-webhook") else "operator"
+        out[role] = f"system:serviceaccount:{OPERATOR_NS}:{d['spec']['template']['spec']['serviceAccountName']}"
+    return out
+
+
+def can(subject: str, verb: str, resource: str, ns: str) -> bool:
+    scope = ["-n", ns] if ns else []
+    resource, _, subresource = resource.partition(":")
+    if subresource:
+        scope += ["--subresource", subresource]
+    r = kubectl("auth", "can-i", verb, resource, "--as", subject, *scope, check=False)
+    return r.stdout.strip() == "yes"
+
+
+def test_each_service_account_may_do_what_it_needs_and_nothing_broader():
+    accounts = service_accounts()
+    assert set(accounts) == {"operator", "webhook"}, accounts
+    for role, subject in accounts.items():
+        missing = [x for x in NEEDED[role] if not can(subject, *x)]
+        broader = [x for x in REFUSED[role] if can(subject, *x)]
+        assert not missing and not broader, (role, "missing:", missing, "broader than needed:", broader)
+        # No wildcard anywhere in what it may do (discovery's non-resource URLs apart).
+        listed = kubectl("auth", "can-i", "--list", "--as", subject, "-n", NS).stdout.splitlines()[1:]
+        wild = [line for line in listed if line.split() and not line.split()[0].startswith("[/")
+                and ("*" in line.split()[0] or "*" in line[line.rindex("["):])]
+        assert not wild, (role, wild)
+
+
+def test_no_secret_is_ever_shown():
+    """After every step above: Slurm's auth key, the JWT key, the tokens minted with it and the
+    webhook's private key appear in no log, event, ConfigMap, status or pod environment."""
+    assert len(secret_needles((NS, OPERATOR_NS))) >= 2, "the chart's key Secrets are looked for"
+    assert leaked_secrets((NS, OPERATOR_NS)) == []
 
 
 def test_deleting_the_cluster_leaves_nothing_behind():
