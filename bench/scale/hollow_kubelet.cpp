@@ -17,7 +17,10 @@ using std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto kLeaseRenewal = std::chrono::seconds(15);  // the lease lasts 40 s
+constexpr auto kLeaseRenewal = std::chrono::seconds(10);  // the lease lasts 40 s
+// Leases renewed at once: one after another, 100 of them took longer than a lease lasts when
+// the API server was busy creating 10,000 pods, and Nodes went NotReady (their pods evicted).
+constexpr size_t kLeaseRenewers = 8;
 
 // Named after the namespace too, so that runs never share a Node.
 std::string node_name(const std::string& ns, int i) {
@@ -101,12 +104,22 @@ void HollowKubelet::start() {
 
 void HollowKubelet::renew_leases() {
   const std::string now = kube::format_micro_time(std::chrono::system_clock::now());
-  for (const auto& name : node_set_) {
-    json lease = {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"}};
-    lease["metadata"] = {{"name", name}, {"namespace", "kube-node-lease"}};
-    lease["spec"] = {{"holderIdentity", name}, {"leaseDurationSeconds", 40}, {"renewTime", now}};
-    (void)client_.apply(kube::resources::leases(), "kube-node-lease", lease,
-                        {"tightrope-hollow-kubelet", true});
+  const std::vector<std::string> names(node_set_.begin(), node_set_.end());
+  std::vector<std::thread> renewers;
+  for (size_t r = 0; r < kLeaseRenewers; ++r) {
+    renewers.emplace_back([this, &names, &now, r] {
+      for (size_t i = r; i < names.size(); i += kLeaseRenewers) {
+        json lease = {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"}};
+        lease["metadata"] = {{"name", names[i]}, {"namespace", "kube-node-lease"}};
+        lease["spec"] = {
+            {"holderIdentity", names[i]}, {"leaseDurationSeconds", 40}, {"renewTime", now}};
+        (void)client_.apply(kube::resources::leases(), "kube-node-lease", lease,
+                            {"tightrope-hollow-kubelet", true});
+      }
+    });
+  }
+  for (auto& t : renewers) {
+    t.join();
   }
 }
 
