@@ -41,6 +41,12 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
                   &consumed) != 6) {
     return std::nullopt;
   }
+  // Within what a system_clock time point holds (nanoseconds: 1678 to 2262) and a calendar:
+  // the year 0000 of a hostile object overflowed it (found by test/fuzz/text_values_fuzz.cpp).
+  if (year < 1900 || year > 2200 || month < 1 || month > 12 || day < 1 || day > 31 || hour < 0 ||
+      hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 60) {
+    return std::nullopt;
+  }
   std::string_view rest = text.substr(static_cast<size_t>(consumed));
   int64_t micros = 0;
   if (!rest.empty() && rest.front() == '.') {

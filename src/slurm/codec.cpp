@@ -75,7 +75,10 @@ int64_t integer(const json& obj, std::string_view key, std::string_view where) {
 
 std::optional<Time> time_of(const json& obj, std::string_view key, std::string_view where) {
   const SlurmNumber n = num(obj, key, where);
-  if (!n.set || n.infinite || n.number == 0) {
+  // Beyond what a time point holds (year 2262 in nanoseconds) no time is meant: unknown, as 0
+  // is (an overflow found by test/fuzz/slurm_codec_fuzz.cpp).
+  constexpr int64_t kLatest = 9'000'000'000;
+  if (!n.set || n.infinite || n.number <= 0 || n.number > kLatest) {
     return std::nullopt;
   }
   return Time(std::chrono::seconds(n.number));

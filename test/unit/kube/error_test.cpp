@@ -72,6 +72,8 @@ TEST(KubeTime, FormatsAndParsesBothForms) {
   EXPECT_EQ(parse_time("2026-12-02T00:00:00.123456Z"), t);
   EXPECT_EQ(parse_time("2026-12-02T00:00:00Z"), std::chrono::system_clock::from_time_t(1796169600));
   EXPECT_FALSE(parse_time("2026-12-02 00:00:00"));
+  EXPECT_FALSE(parse_time("0000-01-01T00:00:00Z")) << "before what a time point holds";
+  EXPECT_FALSE(parse_time("2026-13-02T00:00:00Z"));
   EXPECT_EQ(parse_time("2026-12-02T01:30:00+01:30"), parse_time("2026-12-02T00:00:00Z"));
   EXPECT_EQ(parse_time("2026-12-01T19:00:00-05:00"), parse_time("2026-12-02T00:00:00Z"));
   EXPECT_FALSE(parse_time("2026-12-02T00:00:00+1:00"));

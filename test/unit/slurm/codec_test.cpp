@@ -68,6 +68,14 @@ TEST(DecodeNodes, AnUnsetTimeIsNoTime) {
   EXPECT_FALSE(list->nodes[0].reason_changed_at.has_value());
 }
 
+TEST(DecodeNodes, ATimeNoTimePointHoldsIsNoTime) {
+  json node = drained_node();
+  node["reason_changed_at"] = {{"set", true}, {"infinite", false}, {"number", 17962060879}};
+  const auto list = decode_nodes({{"nodes", {node}}}, kV0044);
+  ASSERT_TRUE(list.ok());
+  EXPECT_FALSE(list->nodes[0].reason_changed_at.has_value()) << "year 2539: no time is meant";
+}
+
 TEST(DecodeNodes, AMixedNodeWithAllocatedCpusIsBusy) {
   json node = drained_node();
   node["state"] = {"MIXED", "DYNAMIC_NORM"};
