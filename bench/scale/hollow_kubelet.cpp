@@ -106,6 +106,7 @@ void HollowKubelet::renew_leases() {
   const std::string now = kube::format_micro_time(std::chrono::system_clock::now());
   const std::vector<std::string> names(node_set_.begin(), node_set_.end());
   std::vector<std::thread> renewers;
+  renewers.reserve(kLeaseRenewers);
   for (size_t r = 0; r < kLeaseRenewers; ++r) {
     renewers.emplace_back([this, &names, &now, r] {
       for (size_t i = r; i < names.size(); i += kLeaseRenewers) {
