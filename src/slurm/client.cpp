@@ -71,8 +71,7 @@ std::string Client::api(const std::string& path) const {
 }
 
 Result<Answer> Client::attempt(const std::string& method, const std::string& path,
-                               const std::string& body,
-                               const std::vector<std::string>* item_fields,
+                               const std::string& body, const std::vector<std::string>* item_fields,
                                std::chrono::milliseconds timeout) {
   auto token = tokens_->token();
   if (!token) {
@@ -219,7 +218,7 @@ Result<Done> Client::delete_node(const std::string& name) {
 }
 
 Result<Conditional<JobList>> Client::list_jobs(std::optional<Time> changed_since,
-                                              std::chrono::milliseconds timeout) {
+                                               std::chrono::milliseconds timeout) {
   std::string path = api("/jobs");
   if (changed_since) {
     path += "?update_time=" + std::to_string(epoch_seconds(*changed_since));

@@ -207,10 +207,10 @@ class ChangeFeed {
   bool resync_ = true;
   FeedHealth health_;
   std::atomic<uint64_t> requests_{0};
-  JobPace job_pace_;                // under mu_
+  JobPace job_pace_;                             // under mu_
   std::chrono::milliseconds node_list_took_{0};  // the last node list that came back; under mu_
   std::chrono::milliseconds job_list_took_{0};   // the same of jobs
-  std::atomic<bool> asked_{false};  // poll_soon since the last poll
+  std::atomic<bool> asked_{false};               // poll_soon since the last poll
 
   std::mutex run_mu_;
   std::condition_variable wake_;

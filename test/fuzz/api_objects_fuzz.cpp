@@ -11,7 +11,8 @@
 namespace {
 
 template <typename T>
-void exercise(const nlohmann::json& doc, tightrope::api::Decoded<T> (*decode)(const nlohmann::json&)) {
+void exercise(const nlohmann::json& doc,
+              tightrope::api::Decoded<T> (*decode)(const nlohmann::json&)) {
   auto object = decode(doc);
   if (!object) {
     return;
