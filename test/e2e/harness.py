@@ -227,9 +227,10 @@ def shown_texts(namespaces: tuple[str, ...]) -> dict[str, str]:
     return texts
 
 
-def leaked_secrets(namespaces: tuple[str, ...]) -> list[str]:
-    """Where a Secret's value, or any JWT, shows (see secret_needles and shown_texts)."""
-    needles = secret_needles(namespaces)
+def leaked_secrets(namespaces: tuple[str, ...], also: dict[str, str] | None = None) -> list[str]:
+    """Where a Secret's value, or any JWT, shows (see secret_needles and shown_texts). `also`:
+    more needles (value -> name), for a value too short to be looked for in every Secret."""
+    needles = {**secret_needles(namespaces), **(also or {})}
     leaks = []
     for place, text in shown_texts(namespaces).items():
         leaks += [f"{where} in {place}" for needle, where in needles.items() if needle in text]
