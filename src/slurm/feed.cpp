@@ -225,11 +225,6 @@ Result<PollOutcome> ChangeFeed::poll_once() {
   SlurmSnapshot published;
   std::shared_ptr<const std::map<std::string, Node>> nodes;
   std::shared_ptr<const std::map<int64_t, Job>> jobs;
-  const std::optional<Time> nodes_answered = node_answer->list.last_update;
-  std::optional<Time> jobs_answered;
-  if (job_answer) {
-    jobs_answered = (*job_answer)->list.last_update;
-  }
   if (node_answer->changed) {
     nodes = keyed(std::move(node_answer->list.nodes), [](const Node& n) { return n.name; });
   }
@@ -247,7 +242,7 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       job_events = diff_jobs(*snapshot_.jobs, *jobs);
       snapshot_.jobs = std::move(jobs);
     }
-    node_cursor_.read(nodes_read, outcome.listed, nodes_answered);
+    node_cursor_.read(nodes_read, outcome.listed, node_answer->list.last_update);
     if (outcome.listed) {
       node_list_took_ = took(nodes_read, jobs_read);
     }
@@ -255,7 +250,7 @@ Result<PollOutcome> ChangeFeed::poll_once() {
       job_list_took_ = took(jobs_read, jobs_done);
     }
     if (read_jobs) {
-      job_cursor_.read(jobs_read, (*job_answer)->changed, jobs_answered);
+      job_cursor_.read(jobs_read, (*job_answer)->changed, (*job_answer)->list.last_update);
       job_pace_.read(paced_at, !job_events.empty());
     }
     if (!node_events.empty()) {
