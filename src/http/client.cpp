@@ -8,8 +8,19 @@
 namespace tightrope::http {
 namespace {
 
+struct BodySink {
+  std::string* body;
+  size_t max_bytes;  // 0: no limit
+  bool too_large = false;
+};
+
 size_t append_body(char* data, size_t size, size_t count, void* user) {
-  static_cast<std::string*>(user)->append(data, size * count);
+  auto* sink = static_cast<BodySink*>(user);
+  if (sink->max_bytes != 0 && sink->body->size() + size * count > sink->max_bytes) {
+    sink->too_large = true;
+    return 0;  // curl ends the transfer with CURLE_WRITE_ERROR
+  }
+  sink->body->append(data, size * count);
   return size * count;
 }
 
@@ -176,11 +187,21 @@ Result<Response, TransportError> Client::send(const Request& request) {
   prepare(*handle, request, prepared);
   CURL* c = handle->curl;
   Response response;
+  BodySink sink{&response.body, request.max_body_bytes};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &response.body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &response.headers);
+  if (request.max_body_bytes != 0) {
+    // A Content-Length over the limit is refused before any of the body is read.
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(request.max_body_bytes));
+  }
   const CURLcode rc = curl_easy_perform(c);
+  if (sink.too_large || rc == CURLE_FILESIZE_EXCEEDED) {
+    return fail(TransportError{TransportError::Kind::kTooLarge,
+                               request.method + " " + request.url + ": a body over " +
+                                   std::to_string(request.max_body_bytes) + " bytes, not read"});
+  }
   if (rc != CURLE_OK) {
     // A handle that failed mid-transfer is dropped rather than reused.
     return fail(TransportError{kind_of(rc),

@@ -22,6 +22,10 @@ struct Request {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{10000};
+  // send() refuses a body longer than this (kTooLarge) rather than hold it: a peer that answers
+  // without end must not take the process's memory. 0: no limit. Streams are bounded by their
+  // handler instead.
+  size_t max_body_bytes = 0;
 };
 
 struct Response {
@@ -39,6 +43,7 @@ struct TransportError {
     kTimeout,  // the server may have acted: only idempotent requests may be retried
     kTls,
     kCancelled,  // the caller stopped a stream
+    kTooLarge,   // the body passed the request's max_body_bytes; what came was dropped
     kOther,
   };
   Kind kind = Kind::kOther;

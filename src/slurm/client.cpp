@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/text.hpp"
+
 namespace tightrope::slurm {
 namespace {
 
@@ -18,6 +20,34 @@ Error unavailable(const std::string& message) {
   return Error{ErrorKind::kUnavailable, 0, message, {}};
 }
 
+// Whether arrays and objects in `body` nest deeper than `limit`, read without parsing: brackets
+// inside strings do not count.
+bool nested_deeper_than(std::string_view body, size_t limit) {
+  size_t depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (const char ch : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (ch == '\\') {
+        escaped = true;
+      } else if (ch == '"') {
+        in_string = false;
+      }
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > limit) {
+        return true;
+      }
+    } else if ((ch == ']' || ch == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<Answer> read_answer(const std::string& what, long status, std::string_view body,
@@ -26,18 +56,33 @@ Result<Answer> read_answer(const std::string& what, long status, std::string_vie
   if (answer.status == 304) {
     return answer;
   }
-  if (!body.empty() && item_fields == nullptr) {
-    answer.doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  } else if (!body.empty()) {
-    // Keys at depth 3 are those of a list's items ({"nodes": [{"name": ...}]}). Parsing the
-    // whole of a thousand-node answer would cost tens of MB for a moment, for fields nobody reads.
-    const json::parser_callback_t keep = [item_fields](int depth, json::parse_event_t event,
-                                                       json& parsed) {
-      return event != json::parse_event_t::key || depth != 3 ||
-             std::find(item_fields->begin(), item_fields->end(), parsed.get<std::string>()) !=
-                 item_fields->end();
-    };
-    answer.doc = json::parse(body, keep, /*allow_exceptions=*/false);
+  // Keys at depth 3 are those of a list's items ({"nodes": [{"name": ...}]}). Parsing the whole
+  // of a thousand-node answer would cost tens of MB for a moment, for fields nobody reads.
+  const json::parser_callback_t keep = [item_fields](int depth, json::parse_event_t event,
+                                                     json& parsed) {
+    return event != json::parse_event_t::key || depth != 3 ||
+           std::find(item_fields->begin(), item_fields->end(), parsed.get<std::string>()) !=
+               item_fields->end();
+  };
+  const auto parse = [&](std::string_view text) {
+    return item_fields == nullptr ? json::parse(text, nullptr, /*allow_exceptions=*/false)
+                                  : json::parse(text, keep, /*allow_exceptions=*/false);
+  };
+  if (nested_deeper_than(body, kMaxAnswerDepth)) {
+    return fail(Error{
+        ErrorKind::kProtocol,
+        answer.status,
+        what + ": an answer nested deeper than " + std::to_string(kMaxAnswerDepth) + " levels",
+        {}});
+  }
+  if (!body.empty()) {
+    answer.doc = parse(body);
+  }
+  if (answer.doc.is_discarded() && utf8_error_at(body) != std::string_view::npos) {
+    // Slurm passes on the bytes it was given: one reason typed in Latin-1 would make the whole
+    // list unreadable, and the operator blind to every node of the cluster. Such bytes become
+    // U+FFFD; the parser refuses them, so this costs nothing while the answer is UTF-8.
+    answer.doc = parse(valid_utf8(body));
   }
   if (answer.doc.is_discarded()) {
     if (answer.status >= 200 && answer.status < 300) {
@@ -82,6 +127,7 @@ Result<Answer> Client::attempt(const std::string& method, const std::string& pat
   req.url = options_.url + path;
   req.body = body;
   req.timeout = std::max(options_.timeout, timeout);
+  req.max_body_bytes = options_.max_answer_bytes;
   req.headers = {{"X-SLURM-USER-TOKEN", *token}, {"Accept", "application/json"}};
   if (!body.empty()) {
     req.headers.emplace_back("Content-Type", "application/json");
@@ -91,6 +137,10 @@ Result<Answer> Client::attempt(const std::string& method, const std::string& pat
   }
   req.headers.insert(req.headers.end(), options_.headers.begin(), options_.headers.end());
   auto sent = http_.send(req);
+  if (!sent && sent.error().kind == http::TransportError::Kind::kTooLarge) {
+    // Not retried: the same question would bring the same answer.
+    return fail(Error{ErrorKind::kProtocol, 0, sent.error().message, {}});
+  }
   if (!sent) {
     Error e = unavailable(sent.error().message);
     // Remember whether the request can have reached the server (see call()).

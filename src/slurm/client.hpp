@@ -21,11 +21,23 @@
 
 namespace tightrope::slurm {
 
+// The most of one answer the client holds. A 10,000-node list is 27 MB (2.7 KB a node,
+// docs/benchmarks.md): this leaves room for some 90,000 nodes, while a slurmrestd (or a proxy
+// in front of it) that answers without end cannot take the operator's memory.
+inline constexpr size_t kMaxAnswerBytes = size_t{256} << 20U;
+
+// The deepest nesting of arrays and objects read_answer parses. Slurm's deepest answer, a job's
+// job_resources down to its cores, is about a dozen levels; the parser builds every level it
+// reads, so an answer of nothing but '[' would cost tens of bytes a byte before it could be
+// refused as not a list.
+inline constexpr size_t kMaxAnswerDepth = 64;
+
 struct ClientOptions {
   std::string url;  // slurmrestd, e.g. "http://127.0.0.1:6820"
   const ApiVersion* version = &kV0044;
-  std::chrono::milliseconds timeout{5000};  // per attempt
-  int max_attempts = 3;                     // for retryable failures
+  std::chrono::milliseconds timeout{5000};    // per attempt
+  size_t max_answer_bytes = kMaxAnswerBytes;  // a longer answer is a kProtocol error
+  int max_attempts = 3;                       // for retryable failures
   std::chrono::milliseconds backoff_initial{200};
   std::chrono::milliseconds backoff_max{2000};
   std::string user_name;  // optional X-SLURM-USER-NAME

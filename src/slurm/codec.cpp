@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "base/text.hpp"
+
 namespace tightrope::slurm {
 namespace {
 
@@ -174,7 +176,8 @@ Node decode_node(const json& n, const ApiVersion& v, const std::string& where) {
     throw DecodeError(where + ".name: missing");
   }
   node.state = words(n, v.node_state, where);
-  node.reason = str(n, "reason", where);
+  // Shown on pods and Nodes: an administrator's line breaks or terminal escapes stay out of them.
+  node.reason = printable_text(str(n, "reason", where));
   node.reason_set_by = str(n, v.node_reason_set_by, where);
   node.reason_changed_at = time_of(n, v.node_reason_changed_at, where);
   node.features = words(n, "features", where);

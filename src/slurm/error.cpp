@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/text.hpp"
+
 namespace tightrope::slurm {
 
 const char* to_string(ErrorKind kind) {
@@ -95,7 +97,9 @@ Error classify(const std::string& what, long http_status, std::vector<ApiErrorEn
     }
     e.message.pop_back();
   } else if (!plain_body.empty()) {
-    e.message += " " + plain_body.substr(0, 200);
+    // Whatever came instead of JSON (an HTML error page, binary garbage): its start, as text
+    // that a condition or an Event can carry.
+    e.message += " " + printable_text(plain_body, 200);
   }
   e.entries = std::move(entries);
   return e;
