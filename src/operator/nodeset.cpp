@@ -703,8 +703,8 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
   const std::string& ns = nodeset.meta.namespace_name;
   const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
                                    ns, nodeset.meta.name, nodeset.meta.uid};
-  // Bounded: a Slurm that cannot be reached, or a pod that will not go, never keeps a deleted
-  // NodeSet for longer than this.
+  // Bounded where nothing can be lost: pods already ending that will not go, or records Slurm
+  // cannot be asked to delete once every pod is gone, hold a deleted NodeSet this long at most.
   constexpr auto kGiveUpAfter = std::chrono::minutes(3);
   const auto since = kube::parse_time(
       nodeset.doc.value("/metadata/deletionTimestamp"_json_pointer, std::string()));
@@ -722,49 +722,96 @@ std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
   };
 
   const std::string key = kube::object_key(ns, n.spec.controller_ref.name);
-  // The whole cluster going (helm uninstall): the records go with slurmctld, nothing to wait for.
+  // The whole cluster going (helm uninstall): its jobs end with slurmctld, nothing to wait for.
   if (const auto controller = cache_.get(resources::controllers(), key);
       !controller || controller->meta.deleting) {
     return drop("");
+  }
+  std::vector<std::shared_ptr<const kube::Document>> pods;
+  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+    const kube::OwnerReference* owner = p->meta.controller_ref();
+    if (owner != nullptr && owner->uid == nodeset.meta.uid) {
+      pods.push_back(p);
+    }
   }
   const auto client = runtime_.slurm().get(key);
   const auto feed = runtime_.slurm().feed(key);
   const bool reachable =
       client && feed && feed->health().synced && feed->health().consecutive_failures == 0;
   if (!reachable) {
-    if (given_up) {
-      return drop("Slurm could not be reached for " + std::to_string(kGiveUpAfter.count()) +
-                  " min: the Slurm node records of this NodeSet are left for scontrol delete");
+    // Fail-closed, as a scale-in: a pod whose jobs cannot be seen stays, however long.
+    const bool running = std::any_of(pods.begin(), pods.end(), [](const auto& p) {
+      return !p->meta.deleting &&
+             p->doc.value("/status/phase"_json_pointer, std::string()) == "Running";
+    });
+    if (running || !given_up) {
+      if (running) {
+        runtime_.events().warning(self, "DeletionBlocked",
+                                  "Slurm cannot be asked whether the NodeSet's pods run jobs: "
+                                  "they stay until it can");
+      }
+      return after(std::chrono::seconds(5));
     }
-    return after(std::chrono::seconds(5));
+    return drop("Slurm could not be reached for " + std::to_string(kGiveUpAfter.count()) +
+                " min: the Slurm node records of this NodeSet are left for scontrol delete");
   }
-  // Its pods first (garbage collection would take them only after the NodeSet is gone): each
-  // one's preStop marks its Slurm node down, and a record is deleted only once its slurmd is.
+  // Its pods first, drain-first as in a scale-in (garbage collection would take them only after
+  // the NodeSet is gone, jobs or not): a pod goes once its Slurm node is drained and idle, or
+  // when it has no Slurm node or is not running; each one's preStop marks its node down.
+  const slurm::SlurmSnapshot slurm_now = feed->snapshot();
   size_t pods_left = 0;
-  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
-    const kube::OwnerReference* owner = p->meta.controller_ref();
-    if (owner == nullptr || owner->uid != nodeset.meta.uid) {
+  std::string busy;
+  bool stuck_only = true;
+  for (const auto& p : pods) {
+    ++pods_left;
+    if (p->meta.deleting) {
       continue;
     }
-    ++pods_left;
-    if (!p->meta.deleting) {
-      kube::DeleteOptions options;
-      options.precondition_uid = p->meta.uid;
-      (void)runtime_.kube().remove(kube::resources::pods(), ns, p->meta.name, options);
+    stuck_only = false;
+    const std::string hostname = p->doc.value("/spec/hostname"_json_pointer, p->meta.name);
+    const auto node = slurm_now.nodes->find(hostname);
+    const bool running = p->doc.value("/status/phase"_json_pointer, std::string()) == "Running";
+    if (running && node != slurm_now.nodes->end()) {
+      if (!node->second.drain() || node->second.has("UNDRAIN")) {
+        const std::string reason =
+            condemned_reason(kube::object_key(ns, p->meta.name), "NodeSet deletion");
+        log::info("nodeset.draining", {{"nodeset", kube::object_key(ns, nodeset.meta.name)},
+                                       {"node", hostname},
+                                       {"reason", reason}});
+        if (auto drained = client->drain(hostname, reason); !drained) {
+          log::warn("nodeset.drain_failed",
+                    {{"node", hostname}, {"error", drained.error().message}});
+        }
+        continue;  // deleted once the feed shows the drain, and no job
+      }
+      if (node->second.busy()) {
+        busy += (busy.empty() ? "" : ", ") + hostname;
+        continue;
+      }
     }
+    kube::DeleteOptions options;
+    options.precondition_uid = p->meta.uid;
+    (void)runtime_.kube().remove(kube::resources::pods(), ns, p->meta.name, options);
   }
-  if (pods_left > 0 && !given_up) {
+  if (!busy.empty()) {
+    runtime_.events().normal(self, "DeletionWaitsForJobs",
+                             "Drained for NodeSet deletion, waiting for their jobs: " + busy);
+  }
+  if (pods_left > 0 && !(stuck_only && given_up)) {
     log::info("nodeset.deletion_waits_for_pods",
               {{"nodeset", kube::object_key(ns, nodeset.meta.name)},
-               {"pods", std::to_string(pods_left)}});
+               {"pods", std::to_string(pods_left)},
+               {"busy", busy}});
     return after(std::chrono::seconds(2));
+  }
+  if (n.spec.prune_slurm_node_records != "NodeNotFound") {
+    return drop("");  // the records stay, DOWN, as a scale-in leaves them
   }
   std::string kept;
   // A record is the NodeSet's when its comment names the NodeSet, or, without such a comment (a
   // slurmd that registered again clears it), when it carries the NodeSet's feature, which each
   // of its slurmd registers with and no other NodeSet of the cluster can.
   const std::string feature = n.slurm_name();
-  const slurm::SlurmSnapshot slurm_now = feed->snapshot();
   for (const auto& [name, node] : *slurm_now.nodes) {
     const json info = json::parse(node.comment, nullptr, false);
     const bool linked = info.is_object() && info.contains("nodeSetUID");

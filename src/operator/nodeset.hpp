@@ -102,8 +102,10 @@ class NodeSetReconciler : public ResourceReconciler {
                                      const Action& action);
 
   kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
-  // With the slurm-nodes finalizer: deletes the NodeSet's pods, then the Slurm node records they
-  // leave; nullopt once done (or given up on, after 3 minutes), else when to look again.
+  // With the slurm-nodes finalizer: drains the NodeSet's Slurm nodes and deletes each pod once
+  // its node holds no job (fail-closed while Slurm cannot be asked), then, with
+  // pruneSlurmNodeRecords NodeNotFound, the records they leave; nullopt once done (or, where
+  // nothing can be lost, given up on after 3 minutes), else when to look again.
   std::optional<kube::ReconcileOutcome> remove_slurm_nodes(const kube::Document& nodeset,
                                                            const api::NodeSet& n);
   // Adds or removes a finalizer.

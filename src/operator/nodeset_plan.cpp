@@ -109,12 +109,6 @@ std::string sanitized(const std::string& text, size_t limit) {
   return out;
 }
 
-// The reason of a drain for deletion: "pending termination" marks a pod the operator is
-// taking away, so a later reconcile (or a restarted operator) knows it from Slurm alone.
-std::string condemned_reason(const std::string& key, const std::string& why) {
-  return with_prefix("Pod (" + key + ") is pending termination for " + why);
-}
-
 bool condemned_in_slurm(const slurm::Node& node) {
   return node.drain() && operator_reason(node.reason) &&
          node.reason.find("is pending termination") != std::string::npos;
@@ -397,6 +391,10 @@ std::string cordon_reason(const json& kube_node, const std::string& key) {
 
 bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
+}
+
+std::string condemned_reason(const std::string& key, const std::string& why) {
+  return with_prefix("Pod (" + key + ") is pending termination for " + why);
 }
 
 bool stale_registration_drain(const slurm::Node& node) {
@@ -1026,8 +1024,8 @@ void Planner::choose() {
 }
 
 void Planner::keep_finalizers_and_reservation() {
-  // Finalizers: slurm-nodes while pruneSlurmNodeRecords is NodeNotFound; the reservation's
-  // while one may exist.
+  // Finalizers: slurm-nodes always (a deleted NodeSet's pods go drain-first, as a scale-in's);
+  // the reservation's while one may exist.
   const auto holds = [&](std::string_view finalizer) {
     return std::find(world.finalizers.begin(), world.finalizers.end(), finalizer) !=
            world.finalizers.end();
@@ -1043,8 +1041,7 @@ void Planner::keep_finalizers_and_reservation() {
     return list;
   };
   const std::vector<std::string> finalizers =
-      finalizers_with(api::kFinalizerNodeSetSlurmNodes,
-                      n.spec.prune_slurm_node_records == "NodeNotFound", world.finalizers);
+      finalizers_with(api::kFinalizerNodeSetSlurmNodes, true, world.finalizers);
 
   // ScheduledUpdate: outdated pods are replaced inside the maintenance reservation, made while
   // any is left and removed after; the finalizer marks that one may exist. A pod already

@@ -142,6 +142,10 @@ std::vector<std::string> node_features(const std::string& spec,
                                        const std::vector<std::string>& current);
 // True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
 bool operator_reason(const std::string& reason);
+// The reason of a drain for deletion: "pending termination" marks a pod the operator is taking
+// away, so a later reconcile (or a restarted operator) knows it from Slurm alone. `key`: the
+// pod's namespace/name; `why`: "scale-in", "update", "NodeSet deletion", ...
+std::string condemned_reason(const std::string& key, const std::string& why);
 // A drain slurmctld set when the node registered fewer GRES than its Gres= (its slurmd had an
 // older gres.conf), which a later registration has since answered: the node may be undrained.
 bool stale_registration_drain(const slurm::Node& node);

@@ -1011,6 +1011,38 @@ TEST_F(NodeSetTest, ADeletedNodeSetTakesItsSlurmRecordsWhenAsked) {
   EXPECT_TRUE(pods().empty());
 }
 
+// Deleting a NodeSet is a scale-in to nothing: its nodes are drained, a pod whose node runs a
+// job stays until the job ends (pruneSlurmNodeRecords left at Never: the finalizer is held
+// either way), and the NodeSet goes after its last pod.
+TEST_F(NodeSetTest, ADeletedNodeSetWaitsForTheJobsOnItsPods) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  const std::string busy = nodeset_ + "-0";
+  const int64_t job = submit_on(busy, 15);
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "RUNNING"; }, kConverge));
+  ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(busy);
+        return node && node->drain() &&
+               node->reason.find("pending termination for NodeSet deletion") != std::string::npos;
+      },
+      kConverge))
+      << describe();
+  EXPECT_TRUE(eventually([&] { return pod_names() == std::set<std::string>({busy}); }, kConverge))
+      << "the idle pod goes at once: " << describe();
+  while (job_state(job) == "RUNNING") {
+    EXPECT_EQ(pod_names().count(busy), 1U) << "deleted while its job ran";
+    EXPECT_TRUE(client_->get(resources::nodesets(), ns_, nodeset_).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(job_state(job), "COMPLETED");
+  EXPECT_TRUE(eventually([&] { return !client_->get(resources::nodesets(), ns_, nodeset_).ok(); },
+                         kConverge))
+      << describe();
+  EXPECT_TRUE(pods().empty());
+}
+
 // The API server refuses the pods (their PriorityClass does not exist): the NodeSet says so in
 // Ready and a Warning Event, retries with backoff, and creates them once the class exists.
 TEST_F(NodeSetTest, ARefusedCreationIsAConditionAndAnEventAndIsRetried) {

@@ -57,6 +57,7 @@ struct Bed {
     const std::string revision = build::nodeset_revision_name(world.nodeset, in);
     world.revisions = {{1, revision}};
     world.slurm.health = SlurmHealth::kSynced;
+    world.finalizers = {std::string(api::kFinalizerNodeSetSlurmNodes)};
     for (int i = 0; i < pods; ++i) {
       const std::string name = "cpu-" + std::to_string(i);
       const std::string kube_node = "k8s-" + std::to_string(i);
@@ -125,6 +126,16 @@ TEST(NodeSetPlan, ASteadyNodeSetWritesNothing) {
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
   EXPECT_TRUE(verdict.readiness.ready) << verdict.readiness.message;
   EXPECT_EQ(verdict.readiness.reason, "AllReady");
+}
+
+TEST(NodeSetPlan, EveryNodeSetHoldsTheFinalizerThatEmptiesItDrainFirst) {
+  Bed bed(2, 2);
+  bed.world.finalizers.clear();
+  const NodeSetPlan plan = bed.plan();
+  const auto finalizers = all_of<SetFinalizers>(plan);
+  ASSERT_EQ(finalizers.size(), 1U) << "pruneSlurmNodeRecords Never too: deletion waits for jobs";
+  EXPECT_EQ(finalizers[0].finalizers,
+            std::vector<std::string>{std::string(api::kFinalizerNodeSetSlurmNodes)});
 }
 
 TEST(NodeSetPlan, AScaleInDrainsTheVictimAndDeletesNothingYet) {
