@@ -212,6 +212,7 @@ Result<std::string> Client::call(const Call& call) {
   }
   http::Request request{call.method, config_.server + call.path, call.body,
                         headers(call.content_type), options_.timeout};
+  request.max_body_bytes = options_.max_answer_bytes;
   if (!token->empty()) {
     request.headers.emplace_back("Authorization", "Bearer " + *token);
   }

@@ -23,10 +23,17 @@ namespace tightrope::kube {
 
 class TokenBucket;
 
+// The most of one answer (a watch's aside) the client holds. A page of 500 objects (the
+// informers' page size), each at etcd's default limit of 1.5 MiB a request, is 750 MiB: this
+// refuses only what no API server sends, and a peer that answers without end cannot take the
+// process's memory. A watch is bounded by its line limit instead (watch.hpp).
+inline constexpr size_t kMaxAnswerBytes = size_t{1} << 30U;
+
 struct ClientOptions {
   double qps = 50;  // client-side limit, as client-go's QPS/Burst
   int burst = 100;
   std::chrono::milliseconds timeout{30000};  // per attempt, except watches
+  size_t max_answer_bytes = kMaxAnswerBytes;
   int max_attempts = 5;
   std::chrono::milliseconds backoff_initial{100};
   std::chrono::milliseconds backoff_max{5000};
