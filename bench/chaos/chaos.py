@@ -1,0 +1,544 @@
+"""The fault campaign: on a node bed with the operator and a Slurm cluster installed with Helm,
+each run takes one random workload step on the worker NodeSet while real jobs run on every
+worker, injects one random fault at a random moment, and then checks what the operator promises
+a site:
+
+  no job ended by the operator   every job of the run ends COMPLETED, never requeued
+  no orphan                      every worker pod has its Slurm node and every Slurm node its
+                                 pod; no reservation, no finalizer, no operator drain is left
+  convergence                    the desired state is reached within --bound seconds of the
+                                 fault clearing (the time it took is the run's figure)
+
+Run i of a campaign draws from random.Random(f"{seed}:{i}"), so `--seed S --only i` replays it.
+Results go to --out (bench/results/chaos.json), rewritten after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+os.environ.setdefault("TESTBED_NAME", "chaos")
+sys.path.insert(0, str(REPO / "test/e2e"))
+import harness as h  # noqa: E402  (reads the bed named by TESTBED_NAME when imported)
+
+STEPS = ("scale_out", "scale_in", "rolling_update", "scheduled_update", "cordon", "nodeset_deletion")
+FAULTS = ("kill_operator", "kill_webhook", "kill_slurmctld", "kill_slurmrestd", "slurmrestd_away",
+          "apiserver_restart", "etcd_compaction", "lease_stolen", "slurmrestd_dropped")
+IMAGES = ("localhost/tightrope/slurmd:26.05", "localhost/tightrope/slurmd:26.05-b")
+MAX_WORKERS = 3
+# Job states a run's jobs may pass through; any other end is a violation.
+LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"}
+NFT_TABLE = "tightrope_chaos"
+
+
+def log(msg: str) -> None:
+    print(f"[chaos {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---- What runs where ---------------------------------------------------------------------------
+
+
+def pod(label_name: str, ns: str) -> dict:
+    for p in h.get("pods", ns=ns).get("items", []):
+        if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == label_name and \
+                "deletionTimestamp" not in p["metadata"]:
+            return p
+    raise AssertionError(f"no {label_name} pod in {ns}")
+
+
+def pod_pids(uid: str) -> list[int]:
+    """The host PIDs of a pod's processes: those whose cgroup is under the pod's."""
+    marks = (f"pod{uid}", f"pod{uid.replace('-', '_')}")
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cgroup = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if any(m in cgroup for m in marks):
+            pids.append(int(entry.name))
+    return pids
+
+
+def program_of(pid: int) -> str:
+    try:
+        argv0 = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+    return argv0.rsplit("/", 1)[-1]
+
+
+def kill_program(label_name: str, ns: str, program: str) -> str:
+    """kill -9 of the program's main process in its pod (not a helper it forked: the one whose
+    parent is not the same program). The kubelet restarts the container."""
+    p = pod(label_name, ns)
+    pids = [pid for pid in pod_pids(p["metadata"]["uid"]) if program_of(pid) == program]
+    parents = {pid: int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+               for pid in pids}
+    main = [pid for pid in pids if parents[pid] not in pids]
+    assert main, f"no {program} process in {p['metadata']['name']}"
+    os.kill(main[0], signal.SIGKILL)
+    return f"{program} pid {main[0]} in {p['metadata']['name']}"
+
+
+def bed_pid(process: str) -> int:
+    state = json.loads((Path(h.ENV["TESTBED_DIR"]) / "state.json").read_text())
+    return int(state["procs"][process]["pid"])
+
+
+def bed_up() -> None:
+    """scripts/testbed up again: it starts whatever of the bed is not running."""
+    h.run(str(REPO / "scripts/testbed"), "--name", h.BED, "up", timeout=300)
+
+
+def etcd(path: str, body: dict) -> dict:
+    import urllib.request
+    req = urllib.request.Request(h.ENV["ETCD_URL"] + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def nft_in_pod(uid: str, *script: str) -> None:
+    """nft commands in the pod's network namespace (its sandbox's, kept across container
+    restarts): nothing outside it is touched."""
+    pid = pod_pids(uid)[0]
+    h.run("nsenter", "-t", str(pid), "-n", "nft", *script)
+
+
+# ---- Faults ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Fault:
+    kind: str
+    duration: float = 0.0  # how long it lasts, for those that last
+    detail: str = ""
+    injected_at: float = 0.0
+    cleared_at: float = 0.0
+    error: str = ""
+
+
+def inject(f: Fault) -> None:
+    """Injects the fault and returns once it has cleared (f.cleared_at set)."""
+    f.injected_at = time.monotonic()
+    if f.kind == "kill_operator":
+        f.detail = kill_program("slurm-operator", h.OPERATOR_NS, "slurm-operator")
+    elif f.kind == "kill_webhook":
+        f.detail = kill_program("slurm-operator-webhook", h.OPERATOR_NS, "slurm-operator-webhook")
+    elif f.kind == "kill_slurmctld":
+        f.detail = kill_program("slurmctld", h.NS, "slurmctld")
+    elif f.kind == "kill_slurmrestd":
+        f.detail = kill_program("slurmrestd", h.NS, "slurmrestd")
+    elif f.kind == "slurmrestd_away":
+        restapi = h.get("restapis")["items"][0]["metadata"]["name"]
+        h.kubectl("-n", h.NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":0}}')
+        try:
+            time.sleep(f.duration)
+        finally:
+            h.kubectl("-n", h.NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":1}}')
+        f.detail = f"RestApi {restapi} at 0 replicas for {f.duration:.0f} s"
+    elif f.kind == "slurmrestd_dropped":
+        uid = pod("slurm-operator", h.OPERATOR_NS)["metadata"]["uid"]
+        nft_in_pod(uid, "add", "table", "inet", NFT_TABLE)
+        try:
+            nft_in_pod(uid, "add", "chain", "inet", NFT_TABLE, "out",
+                       "{ type filter hook output priority 0 ; }")
+            nft_in_pod(uid, "add", "rule", "inet", NFT_TABLE, "out", "tcp", "dport", "6820", "drop")
+            time.sleep(f.duration)
+        finally:
+            nft_in_pod(uid, "delete", "table", "inet", NFT_TABLE)
+        f.detail = f"the operator's packets to port 6820 dropped for {f.duration:.0f} s"
+    elif f.kind == "apiserver_restart":
+        os.kill(bed_pid("kube-apiserver"), signal.SIGKILL)
+        bed_up()
+        f.detail = "kube-apiserver killed and started again"
+    elif f.kind == "etcd_compaction":
+        # Compacted at the newest revision, then kube-apiserver restarted: its watch cache starts
+        # over, and every watch the operator resumes names a revision etcd no longer has (410).
+        revision = etcd("/v3/kv/range", {"key": "AA=="})["header"]["revision"]
+        etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
+        os.kill(bed_pid("kube-apiserver"), signal.SIGKILL)
+        bed_up()
+        f.detail = f"etcd compacted at revision {revision}, kube-apiserver started again"
+    elif f.kind == "lease_stolen":
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        h.kubectl("-n", h.OPERATOR_NS, "patch", "lease", "slurm-operator", "--type=merge", "-p", json.dumps(
+            {"spec": {"holderIdentity": "chaos-intruder", "acquireTime": now, "renewTime": now,
+                      "leaseDurationSeconds": 15}}))
+        f.detail = "Lease slurm-operator taken by chaos-intruder, never renewed"
+    f.cleared_at = time.monotonic()
+
+
+# ---- The workload ------------------------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """What the cluster should become: the campaign's own record of the desired state."""
+    replicas: int = 2
+    image: str = IMAGES[0]
+    manifest: dict = field(default_factory=dict)
+
+
+def nodeset() -> dict:
+    return h.get("nodeset", h.NODESET)
+
+
+def persist(what: str, *kubectl_args: str, stdin: str | None = None, timeout: float = 180) -> None:
+    """A write the campaign must make even while a fault has the API server or the webhook
+    away: tried again every 2 s until it is taken."""
+    h.wait_until(what, lambda: h.kubectl(*kubectl_args, stdin=stdin, check=False).returncode == 0, timeout,
+                 period=2)
+
+
+def patch_nodeset(patch: dict) -> None:
+    persist("the NodeSet patched", "-n", h.NS, "patch", "nodeset", h.NODESET, "--type=merge", "-p",
+            json.dumps(patch))
+
+
+def step(kind: str, world: World, rng: random.Random) -> str:
+    """Starts the workload step; what it waits for is part of convergence."""
+    if kind == "scale_out":
+        world.replicas += 1
+        patch_nodeset({"spec": {"replicas": world.replicas}})
+        return f"replicas {world.replicas - 1} -> {world.replicas}"
+    if kind == "scale_in":
+        world.replicas -= 1
+        patch_nodeset({"spec": {"replicas": world.replicas}})
+        return f"replicas {world.replicas + 1} -> {world.replicas}"
+    if kind == "rolling_update":
+        world.image = IMAGES[1 - IMAGES.index(world.image)]
+        patch_nodeset({"spec": {"slurmd": {"image": world.image},
+                                "updateStrategy": {"type": "RollingUpdate"}}})
+        return f"slurmd image -> {world.image}"
+    if kind == "scheduled_update":
+        world.image = IMAGES[1 - IMAGES.index(world.image)]
+        start = (datetime.now(timezone.utc) - timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch_nodeset({"spec": {"slurmd": {"image": world.image},
+                                "updateStrategy": {"type": "ScheduledUpdate",
+                                                   "scheduledUpdate": {"startTime": start, "duration": "15m"}}}})
+        return f"slurmd image -> {world.image} in a window from {start}"
+    if kind == "cordon":
+        hold = rng.uniform(10, 30)
+        h.kubectl("cordon", h.ENV["TESTBED_NODE"])
+        threading.Timer(hold, lambda: persist("the node uncordoned", "uncordon", h.ENV["TESTBED_NODE"])).start()
+        return f"node cordoned for {hold:.0f} s"
+    if kind == "nodeset_deletion":
+        doc = nodeset()
+        meta = doc["metadata"]
+        world.manifest = {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "spec": doc["spec"],
+                          "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}}
+        h.kubectl("-n", h.NS, "delete", "nodeset", h.NODESET, "--wait=false")
+        return "NodeSet deleted, applied again once gone"
+    raise ValueError(kind)
+
+
+def finish_step(kind: str, world: World, deadline: float) -> None:
+    """What the campaign itself does after a step: a deleted NodeSet is applied again once it
+    is gone (with its jobs ended, as the operator must wait for them)."""
+    if kind == "nodeset_deletion":
+        h.wait_until("the NodeSet to be gone", lambda: not nodeset(), max(10.0, deadline - time.monotonic()),
+                     h.cluster_state, period=2)
+        persist("the NodeSet applied again", "apply", "-f", "-", stdin=json.dumps(world.manifest))
+    if kind == "scheduled_update":
+        h.wait_until("every pod at the new image", lambda: pods_at(world.image),
+                     max(10.0, deadline - time.monotonic()), h.cluster_state, period=2)
+        patch_nodeset({"spec": {"updateStrategy": {"type": "RollingUpdate"}}})
+
+
+def pods_at(image: str) -> bool:
+    return all(p["spec"]["containers"][0]["image"] == image for p in h.workers())
+
+
+# ---- Jobs --------------------------------------------------------------------------------------
+
+
+class JobWatch:
+    """Every job of the run, as slurmctld last showed it (polled in the background, so a job
+    that has ended and been purged keeps its last state)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self) -> None:
+        while not self.stop.wait(3):
+            self.poll()
+
+    def poll(self) -> None:
+        try:
+            out = h.slurm("scontrol", "show", "job", "-o", check=False, timeout=20)
+        except Exception:  # slurmctld or the login pod away: the next poll sees it
+            return
+        for line in out.splitlines():
+            fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+            if fields.get("JobId") in self.seen:
+                self.seen[fields["JobId"]] = fields
+
+    def watch(self, job: str) -> None:
+        self.seen[job] = {}
+
+    def live(self) -> list[str]:
+        return [j for j, f in self.seen.items() if not f or f.get("JobState") in LIVE_STATES]
+
+
+def submit_jobs(rng: random.Random, jobs: JobWatch) -> None:
+    """A job on every worker, 10-30 s each, running before the step begins."""
+    for host in h.node_states():
+        job = h.submit("-w", host, "--time=3", "--wrap", f"sleep {rng.randint(10, 30)}")
+        jobs.watch(job)
+    jobs.poll()
+    h.wait_until("every job running", lambda: (jobs.poll(), all(
+        f.get("JobState") == "RUNNING" for f in jobs.seen.values()))[1], 60, h.cluster_state, period=1)
+
+
+# ---- The desired state -------------------------------------------------------------------------
+
+
+def divergence(world: World) -> str:
+    """What keeps the cluster from its desired state; "" once it is there."""
+    op = pod("slurm-operator", h.OPERATOR_NS)
+    if h.pod_condition(op, "Ready") != "True":
+        return "operator not Ready"
+    lease = h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {})
+    if not lease.get("holderIdentity", "").startswith(op["metadata"]["name"]):
+        return f"Lease held by {lease.get('holderIdentity')!r}"
+    if not nodeset():
+        return "no NodeSet"
+    pods = h.workers()
+    if len(pods) != world.replicas:
+        return f"{len(pods)} worker pods, want {world.replicas}"
+    for p in pods:
+        if "deletionTimestamp" in p["metadata"]:
+            return f"{p['metadata']['name']} terminating"
+        if h.pod_condition(p, "Ready") != "True":
+            return f"{p['metadata']['name']} not Ready"
+        if p["spec"]["containers"][0]["image"] != world.image:
+            return f"{p['metadata']['name']} at {p['spec']['containers'][0]['image']}"
+    if h.get("node", h.ENV["TESTBED_NODE"], ns="").get("spec", {}).get("unschedulable"):
+        return "node cordoned"
+    states = h.node_states()
+    hosts = sorted(p["spec"]["hostname"] for p in pods)
+    if sorted(states) != hosts:
+        return f"Slurm nodes {sorted(states)}, pods {hosts}"
+    bad = {n: s for n, s in states.items() if s.rstrip("*") not in ("idle", "alloc", "mix")}
+    if bad:
+        return f"Slurm node states {bad}"
+    if "No reservations" not in h.slurm("scontrol", "show", "reservation", check=False):
+        return "a reservation is left"
+    return ""
+
+
+def orphans() -> list[str]:
+    """What must never be left once the cluster has converged and the jobs have ended."""
+    found = []
+    for kind in ("pods", "nodesets"):
+        for o in h.get(kind).get("items", []):
+            if "deletionTimestamp" in o["metadata"]:
+                found.append(f"{kind}/{o['metadata']['name']} stuck terminating "
+                             f"(finalizers {o['metadata'].get('finalizers')})")
+    reasons = h.slurm("sinfo", "-h", "-N", "-o", "%N|%E", check=False)
+    for line in reasons.splitlines():
+        name, _, reason = line.partition("|")
+        if "slurm-operator" in reason:
+            found.append(f"Slurm node {name} still drained by the operator: {reason}")
+    return found
+
+
+# ---- A run -------------------------------------------------------------------------------------
+
+
+def choose_step(rng: random.Random, world: World) -> str:
+    steps = [s for s in STEPS if not (s == "scale_out" and world.replicas >= MAX_WORKERS)
+             and not (s == "scale_in" and world.replicas <= 1)]
+    return rng.choice(steps)
+
+
+def choose_fault(rng: random.Random) -> Fault:
+    kind = rng.choice(FAULTS)
+    duration = rng.uniform(30, 120) if kind in ("slurmrestd_away", "slurmrestd_dropped") else 0.0
+    return Fault(kind, duration)
+
+
+def one_run(seed: str, index: int, world: World, bound: float, force_step: str = "", force_fault: str = "") -> dict:
+    rng = random.Random(f"{seed}:{index}")
+    kind = choose_step(rng, world)
+    fault = choose_fault(rng)
+    kind = force_step or kind
+    if force_fault:
+        fault.kind = force_fault
+        fault.duration = fault.duration or 30.0
+    delay = rng.uniform(0, 15)
+    record = {"run": index, "seed": seed, "step": kind, "fault": fault.kind, "fault_delay_s": round(delay, 1),
+              "violations": []}
+    jobs = JobWatch()
+    submit_jobs(rng, jobs)
+    jobs.thread.start()
+    started = time.monotonic()
+    record["step_detail"] = step(kind, world, rng)
+
+    def fault_thread():
+        time.sleep(delay)
+        try:
+            inject(fault)
+        except Exception as e:  # the fault itself failed: recorded, the run goes on
+            fault.error = str(e)[-500:]
+            fault.cleared_at = time.monotonic()
+
+    t = threading.Thread(target=fault_thread, daemon=True)
+    t.start()
+    try:
+        finish_step(kind, world, started + bound)
+    except AssertionError as e:
+        record["violations"].append(f"step did not finish: {str(e)[:300]}")
+    t.join(timeout=max(1.0, started + bound + 150 - time.monotonic()))
+    record["fault_detail"], record["fault_error"] = fault.detail, fault.error
+    cleared = fault.cleared_at or time.monotonic()
+
+    # Convergence: from the later of the fault's clearing and the step's start.
+    since = max(cleared, started)
+    last = "?"
+    while time.monotonic() < since + bound:
+        try:
+            last = divergence(world)
+        except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+            last = f"not readable: {str(e)[:200]}"
+        if not last:
+            break
+        time.sleep(2)
+    if last:
+        record["violations"].append(f"not converged {bound:.0f} s after the fault cleared: {last}")
+    else:
+        record["convergence_s"] = round(time.monotonic() - since, 1)
+
+    # Every job of the run ends on its own (each sleeps at most 30 s), then is checked.
+    deadline = time.monotonic() + 120
+    while jobs.live() and time.monotonic() < deadline:
+        time.sleep(2)
+    jobs.stop.set()
+    jobs.poll()
+    for job, f in jobs.seen.items():
+        state, restarts = f.get("JobState", "unknown"), f.get("Restarts", "0")
+        if state != "COMPLETED" or restarts != "0":
+            record["violations"].append(f"job {job} ended {state} (restarts {restarts}, "
+                                        f"reason {f.get('Reason', '?')}, node {f.get('NodeList', '?')})")
+    record["jobs"] = len(jobs.seen)
+    record["violations"] += orphans()
+    record["duration_s"] = round(time.monotonic() - started, 1)
+    return record
+
+
+def settle(world: World) -> None:
+    """Before the first run: the cluster as the campaign's World describes it."""
+    doc = nodeset()
+    world.replicas = doc["spec"].get("replicas", 1)
+    world.replicas = min(max(world.replicas, 1), MAX_WORKERS)
+    world.image = doc["spec"]["slurmd"]["image"]
+    h.wait_until("the cluster's desired state", lambda: not divergence(world), 300,
+                 lambda: divergence(world) + "\n" + h.cluster_state(), period=3)
+
+
+def install() -> None:
+    h.install_operator()
+    h.kubectl("create", "namespace", h.NS, check=False)
+    h.helm("upgrade", "--install", h.RELEASE, str(REPO / "deploy/helm/slurm"), "-n", h.NS, "-f", str(h.VALUES),
+           timeout=180)
+
+
+def summary(records: list[dict], seed: str, bound: float) -> dict:
+    conv = sorted(r["convergence_s"] for r in records if "convergence_s" in r)
+
+    def pct(p: float) -> float | None:
+        return conv[min(len(conv) - 1, int(p * len(conv)))] if conv else None
+
+    by_fault: dict[str, list[float]] = {}
+    for r in records:
+        if "convergence_s" in r:
+            by_fault.setdefault(r["fault"], []).append(r["convergence_s"])
+    return {
+        "seed": seed, "runs": len(records), "bound_s": bound,
+        "faults": {k: sum(r["fault"] == k for r in records) for k in FAULTS},
+        "steps": {k: sum(r["step"] == k for r in records) for k in STEPS},
+        "violations": [{"run": r["run"], "step": r["step"], "fault": r["fault"], "what": v}
+                       for r in records for v in r["violations"]],
+        "runs_with_violations": sum(bool(r["violations"]) for r in records),
+        # Runs the campaign itself could not carry out (a step or fault that failed to start):
+        # counted apart, not as the operator's.
+        "harness_errors": sum("harness_error" in r for r in records),
+        "jobs": sum(r.get("jobs", 0) for r in records),
+        "convergence_s": {"p50": pct(0.5), "p90": pct(0.9), "max": conv[-1] if conv else None,
+                          "median_by_fault": {k: statistics.median(v) for k, v in sorted(by_fault.items())}},
+        "records": records,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--seed", default=str(int(time.time())))
+    ap.add_argument("--only", type=int, help="replay run I of the seed's campaign alone")
+    ap.add_argument("--bound", type=float, default=300, help="seconds to converge after a fault clears")
+    ap.add_argument("--out", type=Path, default=REPO / "bench/results/chaos.json")
+    ap.add_argument("--no-install", action="store_true", help="the cluster is installed already")
+    ap.add_argument("--step", choices=STEPS, default="", help="this step in every run (a check of one path)")
+    ap.add_argument("--fault", choices=FAULTS, default="", help="this fault in every run")
+    args = ap.parse_args()
+
+    if not args.no_install:
+        install()
+    world = World()
+    settle(world)
+    indices = [args.only] if args.only is not None else range(args.runs)
+    records = []
+    for i in indices:
+        # A replay draws the same step only from the same desired state; runs before it are
+        # not replayed, so `--only` shows the fault and moment, not necessarily the step.
+        log(f"run {i}: seed {args.seed}")
+        try:
+            r = one_run(args.seed, i, world, args.bound, args.step, args.fault)
+        except Exception as e:  # the campaign's own step failed (not a finding about the operator)
+            r = {"run": i, "seed": args.seed, "step": "?", "fault": "?", "violations": [],
+                 "harness_error": str(e)[-800:]}
+            log(f"run {i}: harness error, settling: {e}")
+            try:
+                settle(world)
+            except AssertionError as e2:
+                r["violations"].append(f"did not settle after a harness error: {str(e2)[:300]}")
+        if r["violations"] and "harness_error" not in r:
+            # The next run starts from the desired state, or says it could not.
+            try:
+                settle(world)
+            except AssertionError as e:
+                r["violations"].append(f"did not settle after the run: {str(e)[:300]}")
+        records.append(r)
+        verdict = "ok" if not r["violations"] else f"VIOLATION (replay: --seed {args.seed} --only {i}): " + \
+            "; ".join(r["violations"])
+        log(f"run {i}: {r.get('step')} + {r.get('fault')} after {r.get('fault_delay_s')} s: "
+            f"converged in {r.get('convergence_s')} s, {r.get('jobs', 0)} jobs, {verdict}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(summary(records, args.seed, args.bound), indent=1) + "\n")
+    s = summary(records, args.seed, args.bound)
+    log(f"{s['runs']} runs, {s['jobs']} jobs, faults {s['faults']}, "
+        f"{len(s['violations'])} violations; convergence p50 {s['convergence_s']['p50']} s, "
+        f"p90 {s['convergence_s']['p90']} s, max {s['convergence_s']['max']} s -> {args.out}")
+    return 1 if s["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
