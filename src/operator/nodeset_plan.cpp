@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "api/well_known.hpp"
+#include "base/text.hpp"
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
 #include "operator/build/nodeset.hpp"
@@ -95,17 +96,17 @@ std::string with_prefix(const std::string& text) {
   return std::string(api::kReasonPrefix) + text;
 }
 
-// Control characters dropped, at most `limit` characters.
+// Control characters dropped, at most `limit` bytes, cut between characters: a cut inside one
+// would leave bytes that are not UTF-8, and the JSON that carries them to Slurm or the API
+// server could not be written.
 std::string sanitized(const std::string& text, size_t limit) {
   std::string out;
-  for (const char ch : text) {
+  for (const char ch : valid_utf8(text)) {
     if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) {
       out.push_back(ch);
     }
-    if (out.size() >= limit) {
-      break;
-    }
   }
+  out.resize(utf8_prefix(out, limit).size());
   return out;
 }
 

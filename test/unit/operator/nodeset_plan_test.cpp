@@ -18,6 +18,8 @@
 #include "operator/build/nodeset.hpp"
 #include "operator/conditions.hpp"
 #include "samples.hpp"
+#include "slurm/client.hpp"
+#include "slurm/codec.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -358,6 +360,67 @@ TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
   bed.world.pods[0].drain_request.clear();
   plan = bed.plan();
   ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+}
+
+// Everything the plan would send, written as JSON: what nlohmann::json::dump() cannot write
+// (bytes that are not UTF-8) would throw in the reconcile and stall the NodeSet.
+void expect_writable(const NodeSetPlan& plan) {
+  for (const auto& a : plan.actions) {
+    if (const auto* d = std::get_if<DrainSlurmNode>(&a.change)) {
+      slurm::NodeUpdate update;
+      update.state = {"DRAIN"};
+      update.reason = d->reason;
+      EXPECT_NO_THROW((void)slurm::encode_node_update(update, slurm::kV0044).dump());
+    }
+    if (const auto* p = std::get_if<PatchPod>(&a.change)) {
+      EXPECT_NO_THROW((void)p->patch.dump());
+    }
+    for (const auto& e : a.events) {
+      EXPECT_NO_THROW((void)json(e.message).dump());
+    }
+  }
+}
+
+TEST(NodeSetPlan, ADrainRequestCutAtItsLimitIsCutBetweenCharacters) {
+  Bed bed(1, 1);
+  // Its 256-byte limit falls inside the third "ü".
+  bed.world.pods[0].drain_request = std::string(251, 'x') + "\xC3\xBC\xC3\xBC\xC3\xBC";
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: " + std::string(251, 'x') + "\xC3\xBC\xC3\xBC");
+  expect_writable(plan);
+}
+
+TEST(NodeSetPlan, AnAdministratorsReasonWithControlBytesReachesThePodAsPrintableText) {
+  // As slurmrestd would pass on `scontrol update reason=...` typed with escapes and in Latin-1.
+  const std::vector<std::string> fields = slurm::node_fields(slurm::kV0044);
+  const auto answer = slurm::read_answer(
+      "GET /nodes", 200,
+      R"({"nodes":[{"name":"cpu-0","state":["IDLE","DRAIN"],"reason":"\u001b[31mfan\nL)"
+      "\xFC"
+      R"(fter"}]})",
+      &fields);
+  ASSERT_TRUE(answer) << answer.error().message;
+  const auto list = slurm::decode_nodes(answer->doc, slurm::kV0044);
+  ASSERT_TRUE(list) << list.error().message;
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = list->nodes.at(0).state;
+  bed.nodes["cpu-0"].reason = list->nodes.at(0).reason;
+  const NodeSetPlan plan = bed.plan();
+  expect_writable(plan);
+  const auto patches = all_of<PatchPod>(plan);
+  ASSERT_FALSE(patches.empty());
+  EXPECT_EQ(patches[0].what, "conditions");
+  bool shown = false;
+  for (const auto& c : patches[0].patch["status"]["conditions"]) {
+    shown = shown || c.value("message", "") ==
+                         " [31mfan L\xEF\xBF\xBD"
+                         "fter";
+  }
+  EXPECT_TRUE(shown) << patches[0].patch.dump();
+  // Never taken for the operator's own drain: it is kept, not undone.
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
 }
 
 TEST(NodeSetPlan, ADrainRequestNeverOverwritesAnAdministratorsDrain) {
