@@ -25,6 +25,11 @@ std::string_view utf8_prefix(std::string_view text, size_t limit);
 // escapes come with it, at most `limit` bytes.
 std::string printable_text(std::string_view text, size_t limit = std::string_view::npos);
 
+// Whether arrays and objects in the JSON `text` nest deeper than `limit`, read without parsing
+// (brackets inside strings do not count). nlohmann::json builds every level it parses and copies
+// and writes documents recursively: a depth checked first bounds both memory and stack.
+bool json_nested_deeper_than(std::string_view text, size_t limit);
+
 // "a, b,,c" -> {"a", "b", "c"}: the items of a comma-separated list, blanks dropped.
 inline std::vector<std::string> split_list(std::string_view text) {
   std::vector<std::string> out;

@@ -20,34 +20,6 @@ Error unavailable(const std::string& message) {
   return Error{ErrorKind::kUnavailable, 0, message, {}};
 }
 
-// Whether arrays and objects in `body` nest deeper than `limit`, read without parsing: brackets
-// inside strings do not count.
-bool nested_deeper_than(std::string_view body, size_t limit) {
-  size_t depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (const char ch : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (ch == '\\') {
-        escaped = true;
-      } else if (ch == '"') {
-        in_string = false;
-      }
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > limit) {
-        return true;
-      }
-    } else if ((ch == ']' || ch == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return false;
-}
-
 }  // namespace
 
 Result<Answer> read_answer(const std::string& what, long status, std::string_view body,
@@ -68,7 +40,7 @@ Result<Answer> read_answer(const std::string& what, long status, std::string_vie
     return item_fields == nullptr ? json::parse(text, nullptr, /*allow_exceptions=*/false)
                                   : json::parse(text, keep, /*allow_exceptions=*/false);
   };
-  if (nested_deeper_than(body, kMaxAnswerDepth)) {
+  if (json_nested_deeper_than(body, kMaxAnswerDepth)) {
     return fail(Error{
         ErrorKind::kProtocol,
         answer.status,

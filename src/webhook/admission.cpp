@@ -8,6 +8,7 @@
 #include "api/types.hpp"
 #include "api/validation.hpp"
 #include "api/well_known.hpp"
+#include "base/text.hpp"
 #include "kube/base64.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/gpus.hpp"
@@ -347,11 +348,23 @@ Verdict admit(const json& review, const ConfigMapLookup& config_maps) {
   return v;
 }
 
-Verdict admit(std::string_view body, const ConfigMapLookup& config_maps) {
-  json review = json::parse(body, nullptr, /*allow_exceptions=*/false);
+Verdict parse_review_body(std::string_view body, json& review) {
+  Verdict v;
+  if (json_nested_deeper_than(body, kMaxReviewDepth)) {
+    return bad_request(
+        v, "the body is nested deeper than " + std::to_string(kMaxReviewDepth) + " levels");
+  }
+  review = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) {
-    Verdict v;
     return bad_request(v, "the body is not JSON");
+  }
+  return v;
+}
+
+Verdict admit(std::string_view body, const ConfigMapLookup& config_maps) {
+  json review;
+  if (Verdict v = parse_review_body(body, review); !v.allowed) {
+    return v;
   }
   return admit(review, config_maps);
 }
@@ -387,11 +400,10 @@ json review_response(const Verdict& v) {
 }
 
 std::pair<Verdict, std::optional<Binding>> read_binding(std::string_view body) {
-  Verdict v;
-  const json review = json::parse(body, nullptr, false);
+  json review;
+  Verdict v = parse_review_body(body, review);
   Request r;
-  if (review.is_discarded()) {
-    bad_request(v, "the body is not JSON");
+  if (!v.allowed) {
     return {v, std::nullopt};
   }
   if (!read_review(review, r, v)) {

@@ -58,6 +58,15 @@ Verdict admit(const nlohmann::json& review, const ConfigMapLookup& config_maps);
 // The same from the request body; text that is not JSON is a denial.
 Verdict admit(std::string_view body, const ConfigMapLookup& config_maps);
 
+// The deepest nesting of arrays and objects a review's body may have. The objects of these
+// kinds are a few dozen levels deep; the decoders copy objects recursively (a hundred thousand
+// levels overflowed the stack), and the operator's informers parse no deeper than 1024
+// (simdjson's default), so nothing admitted here can stop their lists.
+inline constexpr size_t kMaxReviewDepth = 512;
+
+// A review's body as JSON; a denial (400) saying why when it is not JSON or nested too deep.
+Verdict parse_review_body(std::string_view body, nlohmann::json& review);
+
 // What one request is about, read and checked.
 struct ReviewRequest {
   std::string operation;

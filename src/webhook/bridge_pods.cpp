@@ -163,13 +163,8 @@ Verdict admit_bridge(const json& review, const bridge::BridgeConfig& config,
 
 Verdict admit_bridge(std::string_view body, const bridge::BridgeConfig& config,
                      const NamespaceLabels& namespaces) {
-  const json review = json::parse(body, nullptr, false);
-  if (review.is_discarded()) {
-    Verdict v;
-    v.allowed = false;
-    v.code = 400;
-    v.reason = "BadRequest";
-    v.message = "malformed AdmissionReview: the body is not JSON";
+  json review;
+  if (Verdict v = parse_review_body(body, review); !v.allowed) {
     return v;
   }
   return admit_bridge(review, config, namespaces);

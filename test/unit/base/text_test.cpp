@@ -43,5 +43,12 @@ TEST(PrintableText, TurnsControlCharactersIntoSpacesAndKeepsToTheLimit) {
   EXPECT_NO_THROW((void)nlohmann::json(printable_text("\xFF\xFE", 1)).dump());
 }
 
+TEST(JsonNesting, CountsArraysAndObjectsButNothingInsideStrings) {
+  EXPECT_FALSE(json_nested_deeper_than(R"({"a":[{"b":[]}]})", 4));
+  EXPECT_TRUE(json_nested_deeper_than(R"({"a":[{"b":[]}]})", 3));
+  EXPECT_FALSE(json_nested_deeper_than(R"(["[[[", "\"[[[", {}])", 2));
+  EXPECT_TRUE(json_nested_deeper_than(std::string(100000, '['), 64));
+}
+
 }  // namespace
 }  // namespace tightrope
