@@ -1,5 +1,7 @@
 #include "kube/error.hpp"
 
+#include "base/text.hpp"
+
 namespace tightrope::kube {
 
 const char* to_string(ErrorKind kind) {
@@ -103,9 +105,10 @@ Error error_from_response(const std::string& what, long http_status, const std::
   if (doc.is_object() && doc.value("kind", "") == "Status") {
     e.status = parse_status(doc);
   } else {
-    // Not a Status (a proxy's page, an empty body): keep a bounded piece of it for the message.
+    // Not a Status (a proxy's page, an empty body): keep a bounded piece of it for the message,
+    // as text that a condition or an Event can carry (a byte cut would make it unwritable).
     e.status.code = static_cast<int>(http_status);
-    e.status.message = body.substr(0, 200);
+    e.status.message = printable_text(body, 200);
   }
   e.kind = kind_for(http_status, e.status.reason);
   e.message = what + ": " + std::to_string(http_status);

@@ -1,5 +1,7 @@
 #include "kube/watch.hpp"
 
+#include "base/text.hpp"
+
 namespace tightrope::kube {
 
 const char* to_string(WatchEventType type) {
@@ -76,7 +78,7 @@ tightrope::Result<WatchEvent, std::string> parse_watch_event(simdjson::dom::pars
   } else if (type == "ERROR") {
     event.type = WatchEventType::kError;
   } else {
-    return fail("a watch event of unknown type " + std::string(type.substr(0, 32)));
+    return fail("a watch event of unknown type " + printable_text(type, 32));
   }
   simdjson::dom::element object;
   if (doc["object"].get(object) != simdjson::SUCCESS ||

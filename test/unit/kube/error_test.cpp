@@ -47,6 +47,13 @@ TEST(KubeError, ABodyThatIsNotAStatusIsKeptShort) {
   EXPECT_TRUE(e.transient());
 }
 
+TEST(KubeError, AProxysPageIsCutBetweenCharactersAndWithoutLineBreaks) {
+  const Error e = error_from_response(
+      "GET /x", 502, "<h1>Bad\r\nGateway</h1>" + std::string(176, 'x') + "\xC3\xBC\xC3\xBC\xFF");
+  EXPECT_EQ(e.message, "GET /x: 502: <h1>Bad  Gateway</h1>" + std::string(176, 'x') + "\xC3\xBC");
+  EXPECT_NO_THROW((void)nlohmann::json(e.message).dump());
+}
+
 TEST(ResourcePath, BuildsCorePathsAndGroupPaths) {
   EXPECT_EQ(resource_path(resources::pods(), "slurm", "gpu-0", "status"),
             "/api/v1/namespaces/slurm/pods/gpu-0/status");
