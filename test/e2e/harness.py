@@ -236,3 +236,49 @@ def leaked_secrets(namespaces: tuple[str, ...], also: dict[str, str] | None = No
         leaks += [f"{where} in {place}" for needle, where in needles.items() if needle in text]
         leaks += [f"a JWT ({m[:12]}...) in {place}" for m in JWT.findall(text)]
     return leaks
+
+
+# Containers that keep privileges, and why (docs/reliability.md, "Pods' privileges"): name of the
+# pod's app.kubernetes.io/name label, container -> what it keeps.
+PRIVILEGED_BY_NEED = {
+    # cgroups for each job, devices (GPUs), the job's user, BPF device filters, NET_ADMIN and
+    # SYS_ADMIN for job containment; Slinky's slurmd runs privileged too.
+    ("slurmd", "slurmd"): "privileged",
+    # sshd and sackd: root, which becomes the user logging in.
+    ("login", "login"): "root",
+    # Root with CHOWN and FOWNER only: gives the keys to slurm before sackd starts.
+    ("login", "initconf"): "root with CHOWN, FOWNER",
+}
+# Pods whose every container also runs as a user other than root.
+NON_ROOT = {"slurm-operator", "slurm-operator-webhook", "slurmctld", "slurmrestd", "slurmdbd"}
+
+
+def privilege_findings(namespaces: tuple[str, ...]) -> list[str]:
+    """Every container of every pod in `namespaces` that keeps more than it needs: each must
+    have no privilege escalation, no capability (the exceptions above apart), a read-only root
+    filesystem and, in the NON_ROOT pods, a non-root user."""
+    found = []
+    for ns in namespaces:
+        for pod in get("pods", ns=ns).get("items", []):
+            app = pod["metadata"].get("labels", {}).get("app.kubernetes.io/name", "")
+            pod_sc = pod["spec"].get("securityContext") or {}
+            for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+                where = f"{ns}/{pod['metadata']['name']}/{c['name']}"
+                sc = c.get("securityContext") or {}
+                need = PRIVILEGED_BY_NEED.get((app, c["name"]))
+                if need == "privileged" or need == "root":
+                    continue
+                added = set((sc.get("capabilities") or {}).get("add", []))
+                allowed = {"CHOWN", "FOWNER"} if need else set()
+                if sc.get("privileged"):
+                    found.append(f"{where} is privileged")
+                if sc.get("allowPrivilegeEscalation") is not False:
+                    found.append(f"{where} may escalate its privileges")
+                if "ALL" not in (sc.get("capabilities") or {}).get("drop", []) or added - allowed:
+                    found.append(f"{where} keeps capabilities (drop {sc.get('capabilities')})")
+                if sc.get("readOnlyRootFilesystem") is not True:
+                    found.append(f"{where} may write its root filesystem")
+                non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+                if app in NON_ROOT and non_root is not True:
+                    found.append(f"{where} may run as root")
+    return found

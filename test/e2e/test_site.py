@@ -18,7 +18,7 @@ import pytest
 
 from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
                      install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states,
-                     nodeset_condition, run, slurm, submit, wait_until, workers)
+                     nodeset_condition, privilege_findings, run, slurm, submit, wait_until, workers)
 
 if "LDAP_URL" not in ENV:
     pytest.fail(f"bed {ENV.get('TESTBED_NAME')} has no site: scripts/testbed up --with-node --with-site",
@@ -155,6 +155,13 @@ def test_a_user_may_ssh_to_a_worker_only_while_their_job_runs_there(known_hosts)
         assert let_in.returncode == 0 and let_in.stdout.split() == ["slinky-0"], (let_in.stdout, let_in.stderr)
     finally:
         slurm("scancel", job)
+
+
+def test_slurmdbd_keeps_no_privilege():
+    """The accounting pod's containers too: no capability, no escalation, a read-only root
+    filesystem, not root (see test_slurm_cluster's check of the other pods)."""
+    assert get("pods", ns=NS).get("items"), "the cluster's pods are there to look at"
+    assert privilege_findings((NS,)) == []
 
 
 def test_no_secret_is_ever_shown():

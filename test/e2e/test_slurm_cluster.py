@@ -13,7 +13,8 @@ from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
                      install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states, nodeset_condition, nodeset_ready,
-                     operator_metrics, pod_condition, run, secret_needles, slurm, submit, wait_until, workers)
+                     operator_metrics, pod_condition, privilege_findings, run, secret_needles, slurm, submit, wait_until,
+                     workers)
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,6 +499,16 @@ def test_each_service_account_may_do_what_it_needs_and_nothing_broader():
         wild = [line for line in listed if line.split() and not line.split()[0].startswith("[/")
                 and ("*" in line.split()[0] or "*" in line[line.rindex("["):])]
         assert not wild, (role, wild)
+
+
+def test_every_container_keeps_only_the_privileges_it_needs():
+    """The operator, the webhook and Slurm's daemons run without privilege escalation or any
+    capability, on a read-only root filesystem, as a user other than root; only slurmd and the
+    login container's sshd keep what they need (harness.PRIVILEGED_BY_NEED says what and why)."""
+    apps = {p["metadata"].get("labels", {}).get("app.kubernetes.io/name") for ns in (NS, OPERATOR_NS)
+            for p in get("pods", ns=ns).get("items", [])}
+    assert {"slurmctld", "slurmrestd", "slurmd", "login", "slurm-operator"} <= apps, apps
+    assert privilege_findings((NS, OPERATOR_NS)) == []
 
 
 def test_no_secret_is_ever_shown():

@@ -147,7 +147,14 @@ json logfile_sidecar(std::string_view file, const json& user) {
            "; while true; do [ -p $f ] || { rm -f $f; mkfifo -m 0666 $f; }; cat $f & wait $!; "
            "done"});
   sidecar["volumeMounts"] = json::array({mount});
+  sidecar["securityContext"] = unprivileged_daemon();
   return merge_over(sidecar, user);
+}
+
+json unprivileged_daemon() {
+  return {{"allowPrivilegeEscalation", false},
+          {"capabilities", {{"drop", json::array({"ALL"})}}},
+          {"readOnlyRootFilesystem", true}};
 }
 
 json logfile_volume() {

@@ -61,6 +61,13 @@ nlohmann::json merge_over(const nlohmann::json& base, const nlohmann::json& user
 nlohmann::json logfile_sidecar(std::string_view file, const nlohmann::json& user);
 nlohmann::json logfile_volume();
 
+// The container security context of every Slurm daemon that needs no privilege (slurmctld,
+// slurmrestd, slurmdbd and the helpers beside them): no capability, no privilege escalation and
+// a read-only root filesystem; what a daemon writes goes to the volumes its pod mounts. The
+// resource's own container fields are merged over it. slurmd (cgroups, devices, user switching)
+// and the login container's sshd (which becomes the user logging in) are the exceptions.
+nlohmann::json unprivileged_daemon();
+
 // A pod template: metadata labels/annotations (the user's added to the operator's) and the
 // spec merged as above.
 nlohmann::json pod_template(const nlohmann::json& labels, const nlohmann::json& annotations,

@@ -58,6 +58,7 @@ json build_restapi_deployment(const api::RestApi& r, const RestApiInputs& in) {
            {{{"name", "slurmrestd"}, {"containerPort", kSlurmrestdPort}, {"protocol", "TCP"}}})},
       {"readinessProbe", {{"tcpSocket", {{"port", "slurmrestd"}}}}},
       {"livenessProbe", {{"tcpSocket", {{"port", "slurmrestd"}}}}},
+      {"securityContext", unprivileged_daemon()},
       {"volumeMounts", json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}}})}};
   container = merge_over(container, r.spec.slurmrestd);
   const json sources =
@@ -72,7 +73,8 @@ json build_restapi_deployment(const api::RestApi& r, const RestApiInputs& in) {
        {{"runAsNonRoot", true},
         {"runAsUser", kNobodyUid},
         {"runAsGroup", kNobodyUid},
-        {"fsGroup", kNobodyUid}}},
+        {"fsGroup", kNobodyUid},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
       {"containers", json::array({container})},
       {"volumes", json::array({{{"name", "slurm-etc"},
                                 {"projected", {{"defaultMode", 0600}, {"sources", sources}}}}})}};
@@ -191,6 +193,7 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
       {"readinessProbe", {{"tcpSocket", {{"port", "slurmdbd"}}}}},
       {"livenessProbe",
        json::object({{"tcpSocket", {{"port", "slurmdbd"}}}, {"failureThreshold", 6}})},
+      {"securityContext", unprivileged_daemon()},
       {"volumeMounts", json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
                                     {{"name", "run"}, {"mountPath", "/run/slurmdbd"}}})}};
   container = merge_over(container, a.spec.slurmdbd);
@@ -201,6 +204,7 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
       {"image", container.value("image", slurm_image("slurmdbd"))},
       {"command",
        json::array({"sh", "-c", "cp /mnt/slurm/* /etc/slurm/ && chmod 600 /etc/slurm/*"})},
+      {"securityContext", unprivileged_daemon()},
       {"volumeMounts", json::array({{{"name", "slurm-config"}, {"mountPath", "/mnt/slurm"}},
                                     {{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}}})}};
   const json base = {
@@ -209,7 +213,8 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
        {{"runAsNonRoot", true},
         {"runAsUser", kSlurmUid},
         {"runAsGroup", kSlurmUid},
-        {"fsGroup", kSlurmUid}}},
+        {"fsGroup", kSlurmUid},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
       {"initContainers", json::array({initconf})},
       {"containers", json::array({container})},
       {"volumes", json::array({{{"name", "slurm-config"},
@@ -336,6 +341,12 @@ json build_loginset_deployment(const api::LoginSet& l, const LoginSetInputs& in)
        json::array({"sh", "-c",
                     "cp /mnt/slurm/* /etc/slurm/ && chown -R 401:401 /etc/slurm && chmod 600 "
                     "/etc/slurm/*"})},
+      // Root, to give the files to slurm, with only the two capabilities that takes.
+      {"securityContext",
+       {{"allowPrivilegeEscalation", false},
+        {"capabilities",
+         {{"drop", json::array({"ALL"})}, {"add", json::array({"CHOWN", "FOWNER"})}}},
+        {"readOnlyRootFilesystem", true}}},
       {"volumeMounts", json::array({{{"name", "slurm-keys"}, {"mountPath", "/mnt/slurm"}},
                                     {{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}}})}};
   initconf = merge_over(initconf, l.spec.initconf);

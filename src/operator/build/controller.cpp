@@ -643,6 +643,7 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
       // A standby must stay Ready (it answers /livez, not /readyz), or HA loses its endpoint.
       {"readinessProbe",
        {{"httpGet", {{"path", s.ha.enabled ? "/livez" : "/readyz"}, {"port", "slurmctld"}}}}},
+      {"securityContext", unprivileged_daemon()},
       {"volumeMounts",
        json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
                     {{"name", "run"}, {"mountPath", "/run"}},
@@ -663,6 +664,7 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
                       "while sleep 5 & wait $!; do "
                       "now=$(cat /etc/slurm/* 2>/dev/null | sha256sum); if [ \"$now\" != "
                       "\"$last\" ]; then scontrol reconfigure && last=$now; fi; done"})},
+        {"securityContext", unprivileged_daemon()},
         {"volumeMounts",
          json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
                       {{"name", "slurmctld-auth"}, {"mountPath", "/run/slurmctld"}}})}};
@@ -673,7 +675,8 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
                 {{"runAsNonRoot", true},
                  {"runAsUser", kSlurmUid},
                  {"runAsGroup", kSlurmUid},
-                 {"fsGroup", kSlurmUid}}},
+                 {"fsGroup", kSlurmUid},
+                 {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
                {"initContainers", init},
                {"containers", json::array({slurmctld})},
                {"volumes", volumes}};
