@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "http.hpp"
 #include "testbed.hpp"
 
 namespace tightrope::slurm {
@@ -64,6 +65,32 @@ TEST(SlurmClient, DrainsWithAReasonAndResumes) {
   EXPECT_EQ(drained.reason, "tightrope test: drain");
   EXPECT_EQ(drained.reason_set_by, "slurm");
   EXPECT_TRUE(drained.reason_changed_at.has_value());
+  ASSERT_TRUE(c.resume("n1").ok());
+  EXPECT_TRUE(eventually([&] { return idle_and_responding(c, "n1"); }));
+}
+
+// An administrator's reason with a terminal escape, a line break and a byte typed in Latin-1,
+// sent to slurmrestd as it came: what Slurm keeps of it is read back as printable UTF-8 that a
+// pod condition can carry, and the rest of the list stays readable.
+TEST(SlurmClient, AReasonWithControlCharactersAndLatin1ComesBackPrintable) {
+  Client c = client();
+  auto token = minting()->token();
+  ASSERT_TRUE(token.ok()) << token.error().message;
+  tightrope::testing::HttpRequest post;
+  post.method = "POST";
+  post.url = TestBed::var("SLURMRESTD_URL") + "/slurm/v0.0.44/node/n1";
+  post.headers = {"X-SLURM-USER-TOKEN: " + *token, "Content-Type: application/json"};
+  post.body = R"({"state":["DRAIN"],"reason":"\u001b[31mfan\nL)"
+              "\xFC"
+              R"(fter\tfailed"})";
+  const auto answer = tightrope::testing::http(post);
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  const Node drained = node(c, "n1");
+  EXPECT_TRUE(drained.drain());
+  EXPECT_EQ(drained.reason,
+            " [31mfan L\xEF\xBF\xBD"
+            "fter failed");
+  EXPECT_NO_THROW((void)nlohmann::json::object({{"message", drained.reason}}).dump());
   ASSERT_TRUE(c.resume("n1").ok());
   EXPECT_TRUE(eventually([&] { return idle_and_responding(c, "n1"); }));
 }
