@@ -243,5 +243,20 @@ TEST(HostileWatch, AListOverTheCapIsRefusedAndTheCacheKeepsWhatItHad) {
   EXPECT_EQ(bed.reflector.stats().lists, 1U);
 }
 
+TEST(HostileApiServer, OneThatNeverAnswersTimesOutWithinTheClientsTime) {
+  ScriptedServer server([](const std::string&, Exchange& x) { x.hold(milliseconds(30000)); });
+  ClientOptions options;
+  options.timeout = milliseconds(300);
+  options.max_attempts = 2;
+  options.backoff_initial = milliseconds(10);
+  Client client(config_for(server), options);
+  const auto started = std::chrono::steady_clock::now();
+  const auto list = client.list_raw(resources::pods(), "default", {});
+  ASSERT_FALSE(list);
+  EXPECT_EQ(list.error().kind, ErrorKind::kTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, milliseconds(5000));
+  EXPECT_EQ(server.requests().size(), 2U);
+}
+
 }  // namespace
 }  // namespace tightrope::kube
