@@ -455,6 +455,10 @@ def settle(world: World) -> None:
 
 
 def install() -> None:
+    """The operator and the cluster, unless a campaign installed them already: its own writes
+    (replicas, images, a NodeSet applied again) own fields a Helm upgrade would conflict on."""
+    if h.helm("status", h.RELEASE, "-n", h.NS, check=False).returncode == 0:
+        return
     h.install_operator()
     h.kubectl("create", "namespace", h.NS, check=False)
     h.helm("upgrade", "--install", h.RELEASE, str(REPO / "deploy/helm/slurm"), "-n", h.NS, "-f", str(h.VALUES),
