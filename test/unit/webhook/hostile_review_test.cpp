@@ -49,8 +49,8 @@ TEST(HostileReview, ABodyThatIsNotJsonIsABadRequest) {
 }
 
 TEST(HostileReview, DeepNestingIsRefusedBeforeItIsParsed) {
-  // A hundred thousand levels inside a field the schema leaves open: the decoders' recursive
-  // copy of it overflowed the stack and took the webhook down.
+  // A hundred thousand levels inside the pod template: the decoders' recursive copy of it
+  // overflowed the stack and took the webhook down.
   const std::string body = nodeset_review(R"({"x":)" + nested(100000) + "}");
   const Verdict verdict = admit(std::string_view(body), kNoConfigMaps);
   EXPECT_FALSE(verdict.allowed);
