@@ -199,6 +199,12 @@ def nodeset() -> dict:
     return h.get("nodeset", h.NODESET)
 
 
+def nodeset_gone() -> bool:
+    """Gone as the API server says it (NotFound), not as an API server that is away would seem."""
+    r = h.kubectl("-n", h.NS, "get", "nodeset", h.NODESET, "-o", "name", check=False)
+    return r.returncode != 0 and "NotFound" in r.stderr
+
+
 def persist(what: str, *kubectl_args: str, stdin: str | None = None, timeout: float = 180) -> None:
     """A write the campaign must make even while a fault has the API server or the webhook
     away: tried again every 2 s until it is taken."""
@@ -244,7 +250,7 @@ def step(kind: str, world: World, rng: random.Random) -> str:
         world.manifest = {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "spec": doc["spec"],
                           "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}}
         h.kubectl("-n", h.NS, "delete", "nodeset", h.NODESET, "--wait=false")
-        return "NodeSet deleted, applied again once gone"
+        return "NodeSet deleted, made again once gone"
     raise ValueError(kind)
 
 
@@ -252,9 +258,10 @@ def finish_step(kind: str, world: World, deadline: float) -> None:
     """What the campaign itself does after a step: a deleted NodeSet is applied again once it
     is gone (with its jobs ended, as the operator must wait for them)."""
     if kind == "nodeset_deletion":
-        h.wait_until("the NodeSet to be gone", lambda: not nodeset(), max(10.0, deadline - time.monotonic()),
+        h.wait_until("the NodeSet to be gone", nodeset_gone, max(10.0, deadline - time.monotonic()),
                      h.cluster_state, period=2)
-        persist("the NodeSet applied again", "apply", "-f", "-", stdin=json.dumps(world.manifest))
+        # create, not apply: an apply would also "succeed" on the old NodeSet still terminating.
+        persist("the NodeSet made again", "create", "-f", "-", stdin=json.dumps(world.manifest))
     if kind == "scheduled_update":
         h.wait_until("every pod at the new image", lambda: pods_at(world.image),
                      max(10.0, deadline - time.monotonic()), h.cluster_state, period=2)
@@ -500,6 +507,8 @@ def main() -> int:
     ap.add_argument("--bound", type=float, default=300, help="seconds to converge after a fault clears")
     ap.add_argument("--out", type=Path, default=REPO / "bench/results/chaos.json")
     ap.add_argument("--no-install", action="store_true", help="the cluster is installed already")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs of --out made with the same seed and go on from the next")
     ap.add_argument("--step", choices=STEPS, default="", help="this step in every run (a check of one path)")
     ap.add_argument("--fault", choices=FAULTS, default="", help="this fault in every run")
     args = ap.parse_args()
@@ -508,8 +517,11 @@ def main() -> int:
         install()
     world = World()
     settle(world)
-    indices = [args.only] if args.only is not None else range(args.runs)
     records = []
+    if args.resume and args.out.exists():
+        kept = json.loads(args.out.read_text())
+        records = [r for r in kept.get("records", []) if r.get("seed") == args.seed]
+    indices = [args.only] if args.only is not None else range(len(records), args.runs)
     for i in indices:
         # A replay draws the same step only from the same desired state; runs before it are
         # not replayed, so `--only` shows the fault and moment, not necessarily the step.
