@@ -499,6 +499,29 @@ def summary(records: list[dict], seed: str, bound: float) -> dict:
     }
 
 
+def markdown(s: dict) -> str:
+    """The campaign as docs/reliability.md shows it."""
+    by_fault: dict[str, list[float]] = {}
+    for r in s["records"]:
+        if "convergence_s" in r:
+            by_fault.setdefault(r["fault"], []).append(r["convergence_s"])
+    c = s["convergence_s"]
+    lines = [f"Seed {s['seed']}: {s['runs']} runs, {s['jobs']} jobs, "
+             f"{len(s['violations'])} violations in {s['runs_with_violations']} runs, "
+             f"{s['harness_errors']} runs the harness could not carry out. Convergence after the fault "
+             f"cleared: p50 {c['p50']} s, p90 {c['p90']} s, max {c['max']} s.", "",
+             "| fault | runs | convergence median (s) | max (s) |", "|---|---|---|---|"]
+    for kind in FAULTS:
+        times = sorted(by_fault.get(kind, []))
+        med = statistics.median(times) if times else "-"
+        lines.append(f"| {kind} | {s['faults'][kind]} | {med} | {times[-1] if times else '-'} |")
+    lines += ["", "| step | runs |", "|---|---|"] + [f"| {k} | {v} |" for k, v in s["steps"].items()]
+    if s["violations"]:
+        lines += ["", "Violations:", ""] + [f"- run {v['run']} ({v['step']} + {v['fault']}): {v['what']}"
+                                            for v in s["violations"]]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=50)
@@ -511,7 +534,11 @@ def main() -> int:
                     help="keep the runs of --out made with the same seed and go on from the next")
     ap.add_argument("--step", choices=STEPS, default="", help="this step in every run (a check of one path)")
     ap.add_argument("--fault", choices=FAULTS, default="", help="this fault in every run")
+    ap.add_argument("--table", action="store_true", help="only write --out's table (.md) again")
     args = ap.parse_args()
+    if args.table:
+        args.out.with_suffix(".md").write_text(markdown(json.loads(args.out.read_text())))
+        return 0
 
     if not args.no_install:
         install()
@@ -548,7 +575,9 @@ def main() -> int:
         log(f"run {i}: {r.get('step')} + {r.get('fault')} after {r.get('fault_delay_s')} s: "
             f"converged in {r.get('convergence_s')} s, {r.get('jobs', 0)} jobs, {verdict}")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(summary(records, args.seed, args.bound), indent=1) + "\n")
+        done = summary(records, args.seed, args.bound)
+        args.out.write_text(json.dumps(done, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(done))
     s = summary(records, args.seed, args.bound)
     log(f"{s['runs']} runs, {s['jobs']} jobs, faults {s['faults']}, "
         f"{len(s['violations'])} violations; convergence p50 {s['convergence_s']['p50']} s, "
