@@ -101,6 +101,11 @@ bool expand_one(std::string_view part, size_t limit, std::vector<std::string>& o
     names = std::move(next);
     at = close + 1;
   }
+  // Plain names count too: a bracket's worth of hosts, then more names after it, would pass
+  // every bracket's check and still end over the limit.
+  if (out.size() + names.size() > limit) {
+    return false;
+  }
   for (auto& name : names) {
     if (!name.empty()) {
       out.push_back(std::move(name));

@@ -31,5 +31,13 @@ TEST(Hostlist, RefusesWhatDoesNotParse) {
   EXPECT_FALSE(expand_hostlist("n[1-99999999]", 1000));
 }
 
+TEST(Hostlist, PlainNamesAfterARangeCountTowardsTheLimit) {
+  // Found by fuzz_hostlist: a range just under the limit, then plain names past it.
+  EXPECT_FALSE(expand_hostlist("n[1-3],a,b", 4));
+  EXPECT_FALSE(expand_hostlist("a,b,n[1-3]", 4));
+  EXPECT_FALSE(expand_hostlist("a,b,c,d,e", 4));
+  EXPECT_EQ(expand_hostlist("n[1-3],a", 4)->size(), 4U);
+}
+
 }  // namespace
 }  // namespace tightrope::slurm
