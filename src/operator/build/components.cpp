@@ -194,8 +194,10 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
       {"livenessProbe",
        json::object({{"tcpSocket", {{"port", "slurmdbd"}}}, {"failureThreshold", 6}})},
       {"securityContext", unprivileged_daemon()},
+      // /tmp: slurmdbd refuses to start when its ArchiveDir (by default /tmp) is not writable.
       {"volumeMounts", json::array({{{"name", "slurm-etc"}, {"mountPath", "/etc/slurm"}},
-                                    {{"name", "run"}, {"mountPath", "/run/slurmdbd"}}})}};
+                                    {{"name", "run"}, {"mountPath", "/run/slurmdbd"}},
+                                    {{"name", "tmp"}, {"mountPath", "/tmp"}}})}};
   container = merge_over(container, a.spec.slurmdbd);
   // slurmdbd refuses a slurmdbd.conf that is not mode 0600 and owned by SlurmUser, and a Secret
   // volume's files are root's (group-readable under fsGroup): copy them, as slurm, into memory.
@@ -220,7 +222,8 @@ json build_accounting_statefulset(const api::Accounting& a, const AccountingInpu
       {"volumes", json::array({{{"name", "slurm-config"},
                                 {"projected", {{"defaultMode", 0600}, {"sources", sources}}}},
                                {{"name", "slurm-etc"}, {"emptyDir", {{"medium", "Memory"}}}},
-                               {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}}})}};
+                               {{"name", "run"}, {"emptyDir", {{"medium", "Memory"}}}},
+                               {{"name", "tmp"}, {"emptyDir", json::object()}}})}};
   const json annotations = {
       {api::kAnnotationSlurmdbdConfHash, sha256_hex(build_slurmdbd_conf(a, in))},
       {api::kAnnotationSlurmKeyHash, in.slurm_key_hash},
