@@ -377,6 +377,12 @@ def choose_step(rng: random.Random, world: World) -> str:
     return rng.choice(steps)
 
 
+def operator_restarts() -> int:
+    """How often the kubelet has started the operator's container again."""
+    statuses = pod("slurm-operator", h.OPERATOR_NS)["status"].get("containerStatuses", [])
+    return sum(c.get("restartCount", 0) for c in statuses)
+
+
 def choose_fault(rng: random.Random) -> Fault:
     kind = rng.choice(FAULTS)
     duration = rng.uniform(30, 120) if kind in ("slurmrestd_away", "slurmrestd_dropped") else 0.0
@@ -394,6 +400,7 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     delay = rng.uniform(0, 15)
     record = {"run": index, "seed": seed, "step": kind, "fault": fault.kind, "fault_delay_s": round(delay, 1),
               "violations": []}
+    restarts_before = operator_restarts()
     jobs = JobWatch()
     submit_jobs(rng, jobs)
     jobs.thread.start()
@@ -446,6 +453,9 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
             record["violations"].append(f"job {job} ended {state} (restarts {restarts}, "
                                         f"reason {f.get('Reason', '?')}, node {f.get('NodeList', '?')})")
     record["jobs"] = len(jobs.seen)
+    # Only a kill of the operator should restart it: a lost Lease or an unreachable server
+    # is lived through in the process.
+    record["operator_restarts"] = operator_restarts() - restarts_before
     record["violations"] += orphans()
     record["duration_s"] = round(time.monotonic() - started, 1)
     return record
@@ -493,6 +503,8 @@ def summary(records: list[dict], seed: str, bound: float) -> dict:
         # counted apart, not as the operator's.
         "harness_errors": sum("harness_error" in r for r in records),
         "jobs": sum(r.get("jobs", 0) for r in records),
+        "operator_restarts": {k: sum(r.get("operator_restarts", 0) for r in records if r["fault"] == k)
+                              for k in FAULTS},
         "convergence_s": {"p50": pct(0.5), "p90": pct(0.9), "max": conv[-1] if conv else None,
                           "median_by_fault": {k: statistics.median(v) for k, v in sorted(by_fault.items())}},
         "records": records,
@@ -510,11 +522,13 @@ def markdown(s: dict) -> str:
              f"{len(s['violations'])} violations in {s['runs_with_violations']} runs, "
              f"{s['harness_errors']} runs the harness could not carry out. Convergence after the fault "
              f"cleared: p50 {c['p50']} s, p90 {c['p90']} s, max {c['max']} s.", "",
-             "| fault | runs | convergence median (s) | max (s) |", "|---|---|---|---|"]
+             "| fault | runs | convergence median (s) | max (s) | operator restarts |",
+             "|---|---|---|---|---|"]
     for kind in FAULTS:
         times = sorted(by_fault.get(kind, []))
         med = statistics.median(times) if times else "-"
-        lines.append(f"| {kind} | {s['faults'][kind]} | {med} | {times[-1] if times else '-'} |")
+        restarts = s.get("operator_restarts", {}).get(kind, "-")
+        lines.append(f"| {kind} | {s['faults'][kind]} | {med} | {times[-1] if times else '-'} | {restarts} |")
     lines += ["", "| step | runs |", "|---|---|"] + [f"| {k} | {v} |" for k, v in s["steps"].items()]
     if s["violations"]:
         lines += ["", "Violations:", ""] + [f"- run {v['run']} ({v['step']} + {v['fault']}): {v['what']}"

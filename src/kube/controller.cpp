@@ -60,13 +60,17 @@ void Controller::start() {
   if (!workers_.empty()) {
     return;
   }
+  queue_.resume();
+  for (const auto& enqueue_primaries : primaries_) {
+    enqueue_primaries();
+  }
   for (int i = 0; i < std::max(1, options_.workers); ++i) {
     workers_.emplace_back([this] { work(); });
   }
 }
 
 void Controller::stop() {
-  queue_.shut_down();
+  queue_.pause();
   for (auto& t : workers_) {
     if (t.joinable()) {
       t.join();

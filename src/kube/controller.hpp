@@ -56,11 +56,16 @@ class Controller {
 
   // Watches are set up before start().
 
-  // Every change of a primary object enqueues its own key.
+  // Every change of a primary object enqueues its own key, and every start() all of them.
   template <typename T>
   void watch_primary(Informer<T>& informer) {
     watch_mapped<T>(informer, [](const T& object) {
       return std::vector<Request>{{object.meta.namespace_name, object.meta.name}};
+    });
+    primaries_.emplace_back([this, &informer] {
+      for (const auto& object : informer.store().list()) {
+        enqueue({object->meta.namespace_name, object->meta.name});
+      }
     });
   }
 
@@ -99,8 +104,12 @@ class Controller {
     queue_.add_after(request.key(), delay);
   }
 
+  // Looks at every primary object (again), then works: a controller stopped because its process
+  // stopped leading starts again in a new term as a new process would, with nothing assumed
+  // about what the leader in between did.
   void start();
-  // Stops taking keys and waits for the reconciles under way.
+  // Stops taking keys and waits for the reconciles under way; keys added meanwhile wait for the
+  // next start().
   void stop();
 
   WorkQueue& queue() { return queue_; }
@@ -115,6 +124,7 @@ class Controller {
   Reconciler& reconciler_;
   WorkQueue queue_;
   std::vector<std::thread> workers_;
+  std::vector<std::function<void()>> primaries_;  // each enqueues one informer's objects
   metrics::CounterFamily* reconciles_ = nullptr;
   metrics::CounterFamily* errors_ = nullptr;
   metrics::HistogramFamily* duration_ = nullptr;

@@ -77,24 +77,27 @@ int Manager::run(Runnable& runnable) {
   }
 
   std::unique_ptr<LeaderElector> elector;
-  std::atomic<bool> lost{false};
   std::atomic<bool> stopping{false};
   if (options_.leader_election) {
     LeaderElectionOptions lease = *options_.leader_election;
     lease.identity = options_.identity;
     lease.metrics = options_.registry;
     LeaderCallbacks callbacks;
+    // Both run on the elector's thread, one after the other: a term's controllers have stopped
+    // before the next term starts them, and before a stop releases the lease.
     callbacks.started_leading = [&] {
       log::info(name + ".leading", {{"identity", options_.identity}});
       runnable.start_controllers();
     };
     callbacks.stopped_leading = [&] {
-      if (stopping) {
-        return;  // our own signal: the lease is being released
+      runnable.stop_controllers();
+      if (!stopping) {
+        // Another process may act now. This one keeps its caches warm and campaigns again
+        // instead of exiting: a process that exits on every lost lease climbs the kubelet's
+        // restart back-off (up to 5 minutes) and is away when its turn comes.
+        log::warn(name + ".standing_by",
+                  {{"identity", options_.identity}, {"reason", "the lease was lost"}});
       }
-      // Another process may act now: stop at once and let the process restart clean.
-      lost = true;
-      kill(getpid(), SIGTERM);
     };
     elector = std::make_unique<LeaderElector>(client_, lease, callbacks);
     elector->start();
@@ -110,17 +113,19 @@ int Manager::run(Runnable& runnable) {
   while ((signal = sigtimedwait(&signals, nullptr, &trim)) < 0) {
     malloc_trim(0);
   }
-  log::info(name + ".stopping",
-            {{"signal", std::to_string(signal)}, {"lost_lease", lost ? "true" : "false"}});
+  log::info(name + ".stopping", {{"signal", std::to_string(signal)}});
   stopping = true;
-  runnable.stop_controllers();
   if (elector) {
-    elector->stop();  // releases the lease: a successor need not wait for it to expire
+    // Stops the controllers, then releases the lease: a successor need not wait for it to
+    // expire.
+    elector->stop();
+  } else {
+    runnable.stop_controllers();
   }
   runnable.stop();
   events_.flush(std::chrono::seconds(3));
   endpoints.stop();
-  return lost ? 1 : 0;
+  return 0;
 }
 
 std::string process_identity() {

@@ -25,8 +25,10 @@ class Runnable {
   virtual void start_informers() = 0;
   virtual bool wait_for_sync(std::chrono::milliseconds timeout) = 0;
   virtual bool synced() const = 0;
-  virtual void start_controllers() = 0;  // as leader; must not block
-  virtual void stop_controllers() = 0;   // drains the controllers' work
+  // As leader; must not block. Called again after stop_controllers when the process leads
+  // again after losing the lease: nothing the last term assumed may be trusted then.
+  virtual void start_controllers() = 0;
+  virtual void stop_controllers() = 0;  // drains the controllers' work
   virtual void stop() = 0;
 };
 
@@ -56,9 +58,9 @@ class Manager {
   Manager(Client& client, EventRecorder& events, ManagerOptions options);
 
   // Serves the endpoints, starts the informers, waits for the caches, leads (or waits to),
-  // then waits for a signal and stops everything in order. The exit status: 0 after a signal,
-  // 1 when the lease was lost (another process may lead: start again clean), 2 when an endpoint
-  // cannot listen.
+  // then waits for a signal and stops everything in order. A lost lease stops the controllers
+  // and the process campaigns again with its caches warm. The exit status: 0 after a signal, 2
+  // when an endpoint cannot listen.
   int run(Runnable& runnable);
 
  private:

@@ -153,6 +153,7 @@ struct WorkQueue::State {
   mutable std::mutex mu;
   std::condition_variable cv;
   bool shutting_down = false;
+  bool paused = false;
 
   std::deque<std::string> queue;
   std::set<std::string> dirty;       // queued, or processing and to be queued at done
@@ -300,7 +301,7 @@ std::optional<std::string> WorkQueue::get() {
   std::unique_lock lock(state_->mu);
   State& s = *state_;
   for (;;) {
-    if (s.shutting_down) {
+    if (s.shutting_down || s.paused) {
       return std::nullopt;
     }
     s.promote_due();
@@ -346,6 +347,17 @@ void WorkQueue::done(const std::string& key) {
     s.update_depth();
     s.cv.notify_one();
   }
+}
+
+void WorkQueue::pause() {
+  std::lock_guard lock(state_->mu);
+  state_->paused = true;
+  state_->cv.notify_all();
+}
+
+void WorkQueue::resume() {
+  std::lock_guard lock(state_->mu);
+  state_->paused = false;
 }
 
 void WorkQueue::shut_down() {

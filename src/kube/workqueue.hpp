@@ -136,6 +136,12 @@ class WorkQueue {
   // Ends processing of a key from get(); other keys are ignored.
   void done(const std::string& key);
 
+  // get() returns nullopt until resume(), waiting getters included, while keys are still added,
+  // delayed and kept: the workers of a controller that stops leading leave, and those of its
+  // next term find what happened meanwhile.
+  void pause();
+  void resume();
+
   // get() returns nullopt from now on, waiting getters included; delayed keys are dropped and
   // adds ignored.
   void shut_down();

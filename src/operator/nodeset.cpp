@@ -125,6 +125,11 @@ void PodExpectations::forget(const std::string& nodeset) {
   by_nodeset_.erase(nodeset);
 }
 
+void PodExpectations::forget_all() {
+  std::lock_guard lock(mu_);
+  by_nodeset_.clear();
+}
+
 namespace {
 
 // What Slinky's CRD requires in every NodeSet status written, for a path that counted nothing.

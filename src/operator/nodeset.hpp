@@ -50,6 +50,7 @@ class PodExpectations {
   PendingPods pending(const std::string& nodeset, const std::vector<WorkerPod>& cached,
                       Clock::time_point now);
   void forget(const std::string& nodeset);
+  void forget_all();
 
  private:
   struct Entry {
@@ -71,6 +72,9 @@ class NodeSetReconciler : public ResourceReconciler {
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
   // Where each reconcile's outcome goes as metrics; none without.
   void use_metrics(NodeSetMetrics* metrics) { metrics_ = metrics; }
+  // A new term as leader: another leader may have created or deleted pods since this one's
+  // writes, so what it expected of them is dropped rather than waited out.
+  void forget_expectations() { expectations_.forget_all(); }
 
  private:
   NodeSetMetrics* metrics_ = nullptr;

@@ -433,6 +433,7 @@ void Operator::start_controllers() {
   if (controllers_running_) {
     return;
   }
+  nodeset_reconciler_.forget_expectations();
   for (auto& c : controllers_) {
     c->start();
   }

@@ -1,6 +1,7 @@
 // A controller on the framework, end to end on the bed: a CRD (Widget) whose reconciler owns a
 // ConfigMap through server-side apply and reports status, driven by watches on the Widget and
-// on the ConfigMaps it owns; a reconcile that throws is retried without stopping the others.
+// on the ConfigMaps it owns; a reconcile that throws is retried without stopping the others; a
+// controller stopped and started again catches up.
 #include "kube/controller.hpp"
 
 #include <gtest/gtest.h>
@@ -181,6 +182,21 @@ TEST(Controller, ReconcilesACustomResourceEndToEnd) {
 
   // The throwing key is retried with backoff and does not block the others.
   EXPECT_TRUE(eventually([&] { return reconciler.booms.load() >= 3; }));
+
+  // Stopped (its process lost the lease), it acts on nothing; started again (a new term), it
+  // finds what changed meanwhile.
+  controller.stop();
+  ASSERT_TRUE(client->patch(*widget_type, ns, "w", PatchType::kMerge, {{"spec", {{"size", 7}}}}));
+  ASSERT_TRUE(eventually([&] {
+    auto cached = widgets.store().get(ns + "/w");
+    return cached && cached->meta.generation == 3;
+  }));
+  const int reconciles_when_stopped = reconciler.reconciles.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(reconciler.reconciles.load(), reconciles_when_stopped);
+  EXPECT_EQ(cm_size(), "5");
+  controller.start();
+  EXPECT_TRUE(eventually([&] { return cm_size() == "7" && observed() == 3; }));
   controller.stop();
   factory.stop_all();
   const std::string text = registry.render();

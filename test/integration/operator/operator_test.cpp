@@ -17,6 +17,7 @@
 
 #include "../kube/kube_support.hpp"
 #include "kube/base64.hpp"
+#include "kube/time.hpp"
 #include "operator/resources.hpp"
 #include "operator_support.hpp"
 #include "slurm/token.hpp"
@@ -672,6 +673,42 @@ TEST_F(OperatorTest, WithLeaderElectionOneReplicaActsAndTheStandbyTakesOverAfter
   auto lease = client_->get(kube::resources::leases(), ns_, "slurm-operator");
   ASSERT_TRUE(lease);
   EXPECT_EQ(field<std::string>(*lease, "/spec/holderIdentity", "none"), "");
+}
+
+TEST_F(OperatorTest, ALeaderWhoseLeaseIsTakenStandsByAndLeadsAgainWithoutRestarting) {
+  apply_cluster();
+  const std::vector<std::string> elect = {"--leader-elect", "--leader-elect-namespace", ns_};
+  auto op = std::make_unique<OperatorProcess>(ns_, elect);
+  op->start();
+  ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge)) << op->log();
+  // Another holder takes the Lease and never renews it: the operator's renewals fail for the
+  // renew deadline (10 s), then it stands by until the thief's 30 s run out.
+  auto lease = client_->get(kube::resources::leases(), ns_, "slurm-operator");
+  ASSERT_TRUE(lease);
+  (*lease)["spec"]["holderIdentity"] = "thief";
+  (*lease)["spec"]["leaseDurationSeconds"] = 30;
+  (*lease)["spec"]["renewTime"] = kube::format_micro_time(std::chrono::system_clock::now());
+  ASSERT_TRUE(client_->update(kube::resources::leases(), ns_, *lease));
+  ASSERT_TRUE(
+      eventually([&] { return op->log().find("operator.standing_by") != std::string::npos; },
+                 std::chrono::seconds(30)))
+      << op->log();
+  // Standing by, it acts on nothing.
+  const int64_t reconciled = op->reconciles("controller");
+  ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"extraConf", "SchedulerType=sched/builtin\n"}}}}));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(op->reconciles("controller"), reconciled);
+  EXPECT_EQ(slurm_conf().find("SchedulerType=sched/builtin"), std::string::npos);
+  // Leading again in the same process, it finds what changed meanwhile.
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("SchedulerType=sched/builtin") != std::string::npos; },
+      std::chrono::seconds(40)))
+      << op->log();
+  EXPECT_TRUE(op->running());
+  const std::string log = op->log();
+  EXPECT_NE(log.find("operator.leading", log.find("operator.standing_by")), std::string::npos);
+  EXPECT_EQ(op->stop(), 0);
 }
 
 TEST_F(OperatorTest, EverySampleManifestIsAcceptedUnchanged) {

@@ -297,6 +297,24 @@ TEST(WorkQueue, IgnoresAddsAndDropsDelayedKeysAfterShutdown) {
   EXPECT_EQ(q.get(), std::nullopt);
 }
 
+TEST(WorkQueue, SendsWaitingGettersAwayWhilePausedAndKeepsWhatIsAddedForTheNextOnes) {
+  FakeClock clock;
+  WorkQueue q(with_clock(clock));
+  q.add_after("later", seconds(60));
+  auto getter = std::async(std::launch::async, [&q] { return q.get(); });
+  ASSERT_TRUE(await_waiters(clock, 1));
+  q.pause();
+  ASSERT_EQ(getter.wait_for(kSafety), std::future_status::ready);
+  EXPECT_EQ(getter.get(), std::nullopt);
+  q.add("meanwhile");
+  clock.advance(seconds(60));
+  EXPECT_EQ(q.get(), std::nullopt);
+  EXPECT_FALSE(q.shutting_down());
+  q.resume();
+  EXPECT_EQ(q.get(), "meanwhile");
+  EXPECT_EQ(q.get(), "later");
+}
+
 TEST(WorkQueue, RejectsOptionsOutOfRange) {
   WorkQueueOptions options;
   options.burst = 0;

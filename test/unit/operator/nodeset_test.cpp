@@ -615,6 +615,18 @@ TEST(PodExpectations, WhatTheCacheNeverConfirmsLapses) {
   EXPECT_TRUE(e.pending("hpc/cpu", {}, t0 + std::chrono::seconds(61)).creations.empty());
 }
 
+TEST(PodExpectations, ANewTermExpectsNothingOfTheLastOnesWrites) {
+  PodExpectations e(std::chrono::seconds(60));
+  const PodExpectations::Clock::time_point t0{};
+  e.created("hpc/cpu", "cpu-2", t0);
+  e.deleted("hpc/gpu", "u1", t0);
+  e.forget_all();
+  EXPECT_TRUE(e.pending("hpc/cpu", {}, t0).creations.empty());
+  WorkerPod pod = member("gpu-0", 0);
+  pod.uid = "u1";
+  EXPECT_TRUE(e.pending("hpc/gpu", {pod}, t0).deletions.empty());
+}
+
 TEST(NodeSetsTouched, ANodesChangeConcernsItsOwnNodeSetOnly) {
   const std::vector<NodeSetFeature> nodesets = {{"slurm-worker-cpu", "cpu"},
                                                 {"slurm-worker-gpu", "gpu"}};
