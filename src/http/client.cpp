@@ -218,11 +218,15 @@ struct StreamState {
   CURL* curl;
   const ChunkHandler* on_chunk;
   const std::atomic<bool>* cancel;
+  std::chrono::milliseconds silence_limit;
+  std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
   bool stopped_by_handler = false;
+  bool silent = false;
 };
 
 size_t deliver_chunk(char* data, size_t size, size_t count, void* user) {
   auto* state = static_cast<StreamState*>(user);
+  state->last_heard = std::chrono::steady_clock::now();
   long status = 0;
   curl_easy_getinfo(state->curl, CURLINFO_RESPONSE_CODE, &status);
   if (!(*state->on_chunk)(status, std::string_view(data, size * count))) {
@@ -232,9 +236,15 @@ size_t deliver_chunk(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
-int check_cancel(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
-                 curl_off_t /*ulnow*/) {
-  const auto* state = static_cast<const StreamState*>(user);
+// curl calls it about once a second, data or not.
+int check_progress(void* user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
+                   curl_off_t /*ulnow*/) {
+  auto* state = static_cast<StreamState*>(user);
+  if (state->silence_limit.count() > 0 &&
+      std::chrono::steady_clock::now() - state->last_heard > state->silence_limit) {
+    state->silent = true;
+    return 1;
+  }
   return state->cancel != nullptr && state->cancel->load() ? 1 : 0;
 }
 
@@ -249,13 +259,21 @@ Result<long, TransportError> Client::stream(const Request& request, const ChunkH
   Prepared prepared;
   prepare(*handle, request, prepared);
   CURL* c = handle->curl;
-  StreamState state{c, &on_chunk, cancel};
+  StreamState state{c, &on_chunk, cancel, request.silence_limit};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, deliver_chunk);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &state);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_cancel);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, check_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &state);
   const CURLcode rc = curl_easy_perform(c);
+  if (state.silent) {
+    return fail(TransportError{
+        TransportError::Kind::kTimeout,
+        request.method + " " + request.url + ": nothing received for " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::seconds>(request.silence_limit).count()) +
+            " s"});
+  }
   if (rc == CURLE_ABORTED_BY_CALLBACK || (rc == CURLE_WRITE_ERROR && state.stopped_by_handler)) {
     return fail(TransportError{TransportError::Kind::kCancelled,
                                request.method + " " + request.url + ": stopped"});

@@ -26,6 +26,9 @@ struct Request {
   // without end must not take the process's memory. 0: no limit. Streams are bounded by their
   // handler instead.
   size_t max_body_bytes = 0;
+  // stream() only: a stream that receives nothing for this long fails with kTimeout (a hung
+  // server or proxy, a connection half-open). 0: no limit beyond `timeout`.
+  std::chrono::milliseconds silence_limit{0};
 };
 
 struct Response {

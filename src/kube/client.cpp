@@ -438,6 +438,9 @@ Result<Done> Client::watch(const ResourceType& type, const std::string& ns,
   http::Request request{"GET", config_.server + path, "", headers(""),
                         // The server ends the watch at timeout_seconds; allow it a little longer.
                         std::chrono::seconds(options.timeout_seconds + 30)};
+  if (options.allow_bookmarks) {
+    request.silence_limit = options.silence_limit;
+  }
   if (!token->empty()) {
     request.headers.emplace_back("Authorization", "Bearer " + *token);
   }

@@ -79,6 +79,11 @@ struct WatchOptions {
   std::string resource_version;  // start after this version
   bool allow_bookmarks = true;
   int timeout_seconds = 300;  // the server ends the watch after this; the caller reconnects
+  // The API server sends a watch that allows bookmarks one each minute, changes or not: one
+  // that hears nothing for this long is taken for dead (a hung server or proxy, a connection
+  // half-open) and fails with kTimeout, rather than leaving the cache stale until
+  // timeout_seconds. Without bookmarks a quiet watch is silent by right: no limit then.
+  std::chrono::milliseconds silence_limit = std::chrono::minutes(3);
 };
 
 // Receives a watch stream's body as it arrives; false stops the watch.

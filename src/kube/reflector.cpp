@@ -188,6 +188,7 @@ bool Reflector::watch() {
   options.field_selector = options_.field_selector;
   options.resource_version = last_resource_version();
   options.allow_bookmarks = true;
+  options.silence_limit = options_.watch_silence_limit;
   options.timeout_seconds =
       options_.watch_timeout_seconds +
       std::uniform_int_distribution<int>(0, options_.watch_timeout_seconds)(jitter);

@@ -37,6 +37,9 @@ struct ReflectorOptions {
   // The server ends each watch after this many seconds (plus up to as much again, at random,
   // so that many watches do not reconnect together).
   int watch_timeout_seconds = 300;
+  // A watch that hears nothing, not even the API server's minutely bookmark, for this long is
+  // resumed on a new connection (WatchOptions::silence_limit).
+  std::chrono::milliseconds watch_silence_limit = std::chrono::minutes(3);
   std::chrono::milliseconds backoff_initial{500};
   std::chrono::milliseconds backoff_max{30000};
   metrics::Registry* metrics = nullptr;

@@ -1,7 +1,7 @@
 // An API server that misbehaves on the wire, played by a scripted loopback server: a watch cut
-// mid-object, a line without end, an object larger than any the API server keeps, a list larger
-// than the client holds. The reflector applies whole objects only, resumes from the last one it
-// applied, and keeps what it had.
+// mid-object, a watch gone silent, a line without end, an object larger than any the API server
+// keeps, a list larger than the client holds. The reflector applies whole objects only, resumes
+// from the last one it applied, and keeps what it had.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -97,10 +97,11 @@ struct Bed {
   Reflector reflector;
   std::thread thread;
 
-  explicit Bed(ScriptedServer::Script script, ClientOptions options = {})
+  explicit Bed(ScriptedServer::Script script, ClientOptions options = {},
+               ReflectorOptions reflector_options = fast())
       : server(std::move(script)),
         client(config_for(server), options),
-        reflector(client, resources::pods(), "default", fast(), sink) {
+        reflector(client, resources::pods(), "default", std::move(reflector_options), sink) {
     thread = std::thread([this] { reflector.run(); });
   }
   ~Bed() {
@@ -166,6 +167,37 @@ TEST(HostileWatch, AStreamCutMidObjectAppliesNoHalfAndResumesFromTheLastWholeOne
   const auto from = bed.watched_from();
   ASSERT_GE(from.size(), 2U);
   EXPECT_EQ(from[0], "10");
+  EXPECT_EQ(from[1], "11");
+  EXPECT_EQ(bed.reflector.stats().lists, 1U);
+}
+
+TEST(HostileWatch, ASilentWatchIsTakenForDeadAndResumedFromWhereItWas) {
+  std::atomic<int> watches{0};
+  ReflectorOptions options = Bed::fast();
+  options.watch_silence_limit = milliseconds(500);
+  Bed bed(
+      [&](const std::string& line, Exchange& x) {
+        if (!is_watch(line)) {
+          x.send(http_answer(200, kList));
+          return;
+        }
+        x.send(chunked_head());
+        if (++watches == 1) {
+          // One event, then not even a bookmark: a hung server, or a proxy holding a dead
+          // connection open.
+          x.send(chunk(event("ADDED", pod("b", 11))));
+          x.hold(milliseconds(30000));
+          return;
+        }
+        x.send(chunk(event("MODIFIED", pod("a", 12))));
+        x.hold(milliseconds(10000));
+      },
+      {}, options);
+  ASSERT_TRUE(bed.wait_for([](const auto& seen) { return seen.size() >= 5; }));
+  EXPECT_EQ(bed.sink.seen(),
+            (std::vector<std::string>{"begin", "list:a@10", "end", "ADDED:b@11", "MODIFIED:a@12"}));
+  const auto from = bed.watched_from();
+  ASSERT_GE(from.size(), 2U);
   EXPECT_EQ(from[1], "11");
   EXPECT_EQ(bed.reflector.stats().lists, 1U);
 }
