@@ -1,58 +1,17 @@
 // What it costs to decode slurmrestd's GET /nodes answer, the document the Slurm change feed
 // reads about once a second: a full DOM (nlohmann::json) against simdjson's on-demand reader
-// that touches only the fields a controller keeps. The document is synthetic but has the shape
-// and the 60 keys per node that Slurm 26.05 returns (docs/testbed.md).
+// that touches only the fields a controller keeps (bench/slurm_documents.hpp).
 #include <benchmark/benchmark.h>
 #include <simdjson.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "slurm_documents.hpp"
+
 namespace {
 
-std::string nodes_document(int count) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (int i = 0; i < count; ++i) {
-    nlohmann::json n = {
-        {"name", "gpu-" + std::to_string(i)},
-        {"hostname", "gpu-" + std::to_string(i)},
-        {"address", "127.0.0.1"},
-        {"port", 20000 + i},
-        {"state", {"IDLE", "DYNAMIC_NORM"}},
-        {"reason", ""},
-        {"reason_set_by_user", ""},
-        {"reason_changed_at", {{"set", true}, {"infinite", false}, {"number", 1796203747}}},
-        {"comment", R"({"namespace":"slurm","podName":"gpu-)" + std::to_string(i) + R"("})"},
-        {"features", {"gpu"}},
-        {"active_features", {"gpu"}},
-        {"topology", "topo-switch:s1,topo-block:b1"},
-        {"partitions", {"gpu"}},
-        {"cpus", 128},
-        {"alloc_cpus", 0},
-        {"alloc_idle_cpus", 128},
-        {"real_memory", 1031000},
-        {"alloc_memory", 0},
-        {"free_mem", {{"set", true}, {"infinite", false}, {"number", 1020000}}},
-        {"tres", "cpu=128,mem=1031000M,billing=128,gres/gpu=8"},
-        {"tres_used", ""},
-        {"gres", "gpu:h200:8"},
-        {"gres_used", "gpu:h200:0(IDX:N/A)"},
-        {"version", "26.05.5"},
-        {"boot_time", {{"set", true}, {"infinite", false}, {"number", 1796201068}}},
-        {"last_busy", {{"set", true}, {"infinite", false}, {"number", 1796203715}}},
-    };
-    // Pad to the 60 keys a real node carries with fields nobody reads.
-    for (int k = static_cast<int>(n.size()); k < 60; ++k) {
-      n["unread_" + std::to_string(k)] = {{"set", false}, {"infinite", false}, {"number", 0}};
-    }
-    nodes.push_back(std::move(n));
-  }
-  return nlohmann::json{{"nodes", nodes},
-                        {"last_update", {{"set", true}, {"infinite", false}, {"number", 1}}},
-                        {"errors", nlohmann::json::array()},
-                        {"warnings", nlohmann::json::array()}}
-      .dump();
-}
+using tightrope::bench::nodes_document;
 
 void BM_NodesFullDom(benchmark::State& state) {
   const std::string doc = nodes_document(static_cast<int>(state.range(0)));

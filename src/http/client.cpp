@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <mutex>
 
@@ -9,6 +10,7 @@ namespace tightrope::http {
 namespace {
 
 struct BodySink {
+  CURL* curl;
   std::string* body;
   size_t max_bytes;  // 0: no limit
   bool too_large = false;
@@ -16,11 +18,30 @@ struct BodySink {
 
 size_t append_body(char* data, size_t size, size_t count, void* user) {
   auto* sink = static_cast<BodySink*>(user);
-  if (sink->max_bytes != 0 && sink->body->size() + size * count > sink->max_bytes) {
-    sink->too_large = true;
-    return 0;  // curl ends the transfer with CURLE_WRITE_ERROR
+  std::string& body = *sink->body;
+  const size_t needed = body.size() + size * count;
+  if (sink->max_bytes != 0) {
+    if (needed > sink->max_bytes) {
+      sink->too_large = true;
+      return 0;  // curl ends the transfer with CURLE_WRITE_ERROR
+    }
+    if (needed > body.capacity()) {
+      // Left to itself the string doubles: a buffer just under the limit is copied into one of
+      // twice its size, and both are held for the copy, twice the limit in all. Past half the
+      // limit it grows to the limit at once, so what it holds never exceeds the limit. An
+      // answer that says its length gets a buffer of that length at once, with no copy at all.
+      curl_off_t length = -1;
+      curl_easy_getinfo(sink->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+      size_t want = std::max(needed, body.capacity() * 2);
+      if (length > 0 && static_cast<size_t>(length) >= needed) {
+        want = static_cast<size_t>(length);
+      } else if (want > sink->max_bytes / 2) {
+        want = sink->max_bytes;
+      }
+      body.reserve(std::min(want, sink->max_bytes));
+    }
   }
-  sink->body->append(data, size * count);
+  body.append(data, size * count);
   return size * count;
 }
 
@@ -187,7 +208,7 @@ Result<Response, TransportError> Client::send(const Request& request) {
   prepare(*handle, request, prepared);
   CURL* c = handle->curl;
   Response response;
-  BodySink sink{&response.body, request.max_body_bytes};
+  BodySink sink{c, &response.body, request.max_body_bytes};
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, append_body);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect_header);
