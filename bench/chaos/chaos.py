@@ -92,8 +92,20 @@ def kill_program(label_name: str, ns: str, program: str) -> str:
                for pid in pids}
     main = [pid for pid in pids if parents[pid] not in pids]
     assert main, f"no {program} process in {p['metadata']['name']}"
+    restarts, _ = containers_of(p)
     os.kill(main[0], signal.SIGKILL)
-    return f"{program} pid {main[0]} in {p['metadata']['name']}"
+    # The fault clears once Kubernetes has seen the death (a container restarted or not ready):
+    # until then the pod's status still says Ready, and convergence would be read from it.
+    name = p["metadata"]["name"]
+    seen = lambda: (q := h.get("pod", name, ns)) and containers_of(q) != (restarts, True)  # noqa: E731
+    h.wait_until(f"{name}'s kill seen", seen, 60, period=0.5)
+    return f"{program} pid {main[0]} in {name}"
+
+
+def containers_of(p: dict) -> tuple[int, bool]:
+    """A pod's container restarts in all, and whether every container is ready."""
+    statuses = p.get("status", {}).get("containerStatuses", [])
+    return sum(c.get("restartCount", 0) for c in statuses), all(c.get("ready") for c in statuses)
 
 
 def bed_pid(process: str) -> int:
@@ -379,8 +391,7 @@ def choose_step(rng: random.Random, world: World) -> str:
 
 def operator_restarts() -> int:
     """How often the kubelet has started the operator's container again."""
-    statuses = pod("slurm-operator", h.OPERATOR_NS)["status"].get("containerStatuses", [])
-    return sum(c.get("restartCount", 0) for c in statuses)
+    return containers_of(pod("slurm-operator", h.OPERATOR_NS))[0]
 
 
 def choose_fault(rng: random.Random) -> Fault:
