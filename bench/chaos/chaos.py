@@ -517,9 +517,14 @@ def summary(records: list[dict], seed: str, bound: float) -> dict:
         "operator_restarts": {k: sum(r.get("operator_restarts", 0) for r in records if r["fault"] == k)
                               for k in FAULTS},
         "convergence_s": {"p50": pct(0.5), "p90": pct(0.9), "max": conv[-1] if conv else None,
-                          "median_by_fault": {k: statistics.median(v) for k, v in sorted(by_fault.items())}},
+                          "median_by_fault": {k: median(v) for k, v in sorted(by_fault.items())}},
         "records": records,
     }
+
+
+def median(times: list[float]) -> float:
+    """The median to the hundredth: the mean of two tenths is a binary fraction (31.549999...)."""
+    return round(statistics.median(times), 2)
 
 
 def markdown(s: dict) -> str:
@@ -537,7 +542,7 @@ def markdown(s: dict) -> str:
              "|---|---|---|---|---|"]
     for kind in FAULTS:
         times = sorted(by_fault.get(kind, []))
-        med = statistics.median(times) if times else "-"
+        med = median(times) if times else "-"
         restarts = s.get("operator_restarts", {}).get(kind, "-")
         lines.append(f"| {kind} | {s['faults'][kind]} | {med} | {times[-1] if times else '-'} | {restarts} |")
     lines += ["", "| step | runs |", "|---|---|"] + [f"| {k} | {v} |" for k, v in s["steps"].items()]
