@@ -51,12 +51,34 @@ def log(msg: str) -> None:
 # ---- What runs where ---------------------------------------------------------------------------
 
 
+def pods(label_name: str, ns: str) -> list[dict]:
+    return [p for p in h.get("pods", ns=ns).get("items", [])
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == label_name
+            and "deletionTimestamp" not in p["metadata"]]
+
+
 def pod(label_name: str, ns: str) -> dict:
-    for p in h.get("pods", ns=ns).get("items", []):
-        if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == label_name and \
-                "deletionTimestamp" not in p["metadata"]:
+    found = pods(label_name, ns)
+    if not found:
+        raise AssertionError(f"no {label_name} pod in {ns}")
+    return found[0]
+
+
+def operators() -> list[dict]:
+    return pods("slurm-operator", h.OPERATOR_NS)
+
+
+def lease_holder() -> str:
+    return h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {}).get("holderIdentity", "")
+
+
+def leader() -> dict:
+    """The operator pod that holds the Lease (its identity begins with the pod's name)."""
+    holder = lease_holder()
+    for p in operators():
+        if holder.startswith(p["metadata"]["name"]):
             return p
-    raise AssertionError(f"no {label_name} pod in {ns}")
+    raise AssertionError(f"no operator pod holds the Lease (held by {holder!r})")
 
 
 def pod_pids(uid: str) -> list[int]:
@@ -83,10 +105,10 @@ def program_of(pid: int) -> str:
     return argv0.rsplit("/", 1)[-1]
 
 
-def kill_program(label_name: str, ns: str, program: str) -> str:
-    """kill -9 of the program's main process in its pod (not a helper it forked: the one whose
+def kill_program(p: dict, program: str) -> str:
+    """kill -9 of the program's main process in pod p (not a helper it forked: the one whose
     parent is not the same program). The kubelet restarts the container."""
-    p = pod(label_name, ns)
+    ns = p["metadata"]["namespace"]
     pids = [pid for pid in pod_pids(p["metadata"]["uid"]) if program_of(pid) == program]
     parents = {pid: int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
                for pid in pids}
@@ -149,13 +171,13 @@ def inject(f: Fault) -> None:
     """Injects the fault and returns once it has cleared (f.cleared_at set)."""
     f.injected_at = time.monotonic()
     if f.kind == "kill_operator":
-        f.detail = kill_program("slurm-operator", h.OPERATOR_NS, "slurm-operator")
+        f.detail = kill_program(leader(), "slurm-operator")
     elif f.kind == "kill_webhook":
-        f.detail = kill_program("slurm-operator-webhook", h.OPERATOR_NS, "slurm-operator-webhook")
+        f.detail = kill_program(pod("slurm-operator-webhook", h.OPERATOR_NS), "slurm-operator-webhook")
     elif f.kind == "kill_slurmctld":
-        f.detail = kill_program("slurmctld", h.NS, "slurmctld")
+        f.detail = kill_program(pod("slurmctld", h.NS), "slurmctld")
     elif f.kind == "kill_slurmrestd":
-        f.detail = kill_program("slurmrestd", h.NS, "slurmrestd")
+        f.detail = kill_program(pod("slurmrestd", h.NS), "slurmrestd")
     elif f.kind == "slurmrestd_away":
         restapi = h.get("restapis")["items"][0]["metadata"]["name"]
         h.kubectl("-n", h.NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":0}}')
@@ -165,7 +187,7 @@ def inject(f: Fault) -> None:
             h.kubectl("-n", h.NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":1}}')
         f.detail = f"RestApi {restapi} at 0 replicas for {f.duration:.0f} s"
     elif f.kind == "slurmrestd_dropped":
-        uid = pod("slurm-operator", h.OPERATOR_NS)["metadata"]["uid"]
+        uid = leader()["metadata"]["uid"]
         nft_in_pod(uid, "add", "table", "inet", NFT_TABLE)
         try:
             nft_in_pod(uid, "add", "chain", "inet", NFT_TABLE, "out",
@@ -204,6 +226,7 @@ class World:
     """What the cluster should become: the campaign's own record of the desired state."""
     replicas: int = 2
     image: str = IMAGES[0]
+    operator_replicas: int = 1
     manifest: dict = field(default_factory=dict)
 
 
@@ -332,18 +355,28 @@ def submit_jobs(rng: random.Random, jobs: JobWatch) -> None:
 
 def divergence(world: World) -> str:
     """What keeps the cluster from its desired state; "" once it is there."""
-    op = pod("slurm-operator", h.OPERATOR_NS)
-    if h.pod_condition(op, "Ready") != "True":
-        return "operator not Ready"
+    ops = operators()
+    if len(ops) != world.operator_replicas:
+        return f"{len(ops)} operator pods, want {world.operator_replicas}"
+    # An operator leads: a Ready pod holds the Lease and renews it. With more than one replica
+    # a killed one may still be in the kubelet's back-off; the standby leading is what counts.
     lease = h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {})
-    if not lease.get("holderIdentity", "").startswith(op["metadata"]["name"]):
-        return f"Lease held by {lease.get('holderIdentity')!r}"
+    holder = lease.get("holderIdentity", "")
+    leading = [op for op in ops if holder.startswith(op["metadata"]["name"])]
+    if not leading:
+        return f"Lease held by {holder!r}"
+    if h.pod_condition(leading[0], "Ready") != "True":
+        return f"{leading[0]['metadata']['name']} (holding the Lease) not Ready"
+    renewed = datetime.strptime(lease.get("renewTime", "1970-01-01T00:00:00.000000Z"), "%Y-%m-%dT%H:%M:%S.%fZ")
+    silent = (datetime.now(timezone.utc) - renewed.replace(tzinfo=timezone.utc)).total_seconds()
+    if silent > lease.get("leaseDurationSeconds", 15):
+        return f"Lease not renewed for {silent:.0f} s"
     if not nodeset():
         return "no NodeSet"
-    pods = h.workers()
-    if len(pods) != world.replicas:
-        return f"{len(pods)} worker pods, want {world.replicas}"
-    for p in pods:
+    workers = h.workers()
+    if len(workers) != world.replicas:
+        return f"{len(workers)} worker pods, want {world.replicas}"
+    for p in workers:
         if "deletionTimestamp" in p["metadata"]:
             return f"{p['metadata']['name']} terminating"
         if h.pod_condition(p, "Ready") != "True":
@@ -353,7 +386,7 @@ def divergence(world: World) -> str:
     if h.get("node", h.ENV["TESTBED_NODE"], ns="").get("spec", {}).get("unschedulable"):
         return "node cordoned"
     states = h.node_states()
-    hosts = sorted(p["spec"]["hostname"] for p in pods)
+    hosts = sorted(p["spec"]["hostname"] for p in workers)
     if sorted(states) != hosts:
         return f"Slurm nodes {sorted(states)}, pods {hosts}"
     bad = {n: s for n, s in states.items() if s.rstrip("*") not in ("idle", "alloc", "mix")}
@@ -373,7 +406,8 @@ def orphans() -> list[str]:
                 found.append(f"{kind}/{o['metadata']['name']} stuck terminating "
                              f"(finalizers {o['metadata'].get('finalizers')})")
     reasons = h.slurm("sinfo", "-h", "-N", "-o", "%N|%E", check=False)
-    for line in reasons.splitlines():
+    # sinfo -N shows a node once per partition it is in.
+    for line in dict.fromkeys(reasons.splitlines()):
         name, _, reason = line.partition("|")
         if "slurm-operator" in reason:
             found.append(f"Slurm node {name} still drained by the operator: {reason}")
@@ -390,8 +424,8 @@ def choose_step(rng: random.Random, world: World) -> str:
 
 
 def operator_restarts() -> int:
-    """How often the kubelet has started the operator's container again."""
-    return containers_of(pod("slurm-operator", h.OPERATOR_NS))[0]
+    """How often the kubelet has started the operators' containers again."""
+    return sum(containers_of(p)[0] for p in operators())
 
 
 def choose_fault(rng: random.Random) -> Fault:
@@ -482,18 +516,19 @@ def settle(world: World) -> None:
                  lambda: divergence(world) + "\n" + h.cluster_state(), period=3)
 
 
-def install() -> None:
-    """The operator and the cluster, unless a campaign installed them already: its own writes
-    (replicas, images, a NodeSet applied again) own fields a Helm upgrade would conflict on."""
+def install(operator_replicas: int) -> None:
+    """The operator at its replicas, and the cluster unless a campaign installed it already: its
+    own writes (replicas, images, a NodeSet applied again) own fields a Helm upgrade would
+    conflict on. The operator's chart has no such writes."""
+    h.install_operator(f"replicas={operator_replicas}")
     if h.helm("status", h.RELEASE, "-n", h.NS, check=False).returncode == 0:
         return
-    h.install_operator()
     h.kubectl("create", "namespace", h.NS, check=False)
     h.helm("upgrade", "--install", h.RELEASE, str(REPO / "deploy/helm/slurm"), "-n", h.NS, "-f", str(h.VALUES),
            timeout=180)
 
 
-def summary(records: list[dict], seed: str, bound: float) -> dict:
+def summary(records: list[dict], seed: str, bound: float, operator_replicas: int) -> dict:
     conv = sorted(r["convergence_s"] for r in records if "convergence_s" in r)
 
     def pct(p: float) -> float | None:
@@ -504,7 +539,7 @@ def summary(records: list[dict], seed: str, bound: float) -> dict:
         if "convergence_s" in r:
             by_fault.setdefault(r["fault"], []).append(r["convergence_s"])
     return {
-        "seed": seed, "runs": len(records), "bound_s": bound,
+        "seed": seed, "runs": len(records), "bound_s": bound, "operator_replicas": operator_replicas,
         "faults": {k: sum(r["fault"] == k for r in records) for k in FAULTS},
         "steps": {k: sum(r["step"] == k for r in records) for k in STEPS},
         "violations": [{"run": r["run"], "step": r["step"], "fault": r["fault"], "what": v}
@@ -534,7 +569,9 @@ def markdown(s: dict) -> str:
         if "convergence_s" in r:
             by_fault.setdefault(r["fault"], []).append(r["convergence_s"])
     c = s["convergence_s"]
-    lines = [f"Seed {s['seed']}: {s['runs']} runs, {s['jobs']} jobs, "
+    replicas = s.get("operator_replicas", 1)
+    lines = [f"Seed {s['seed']}" + (f", {replicas} operator replicas" if replicas > 1 else "") +
+             f": {s['runs']} runs, {s['jobs']} jobs, "
              f"{len(s['violations'])} violations in {s['runs_with_violations']} runs, "
              f"{s['harness_errors']} runs the harness could not carry out. Convergence after the fault "
              f"cleared: p50 {c['p50']} s, p90 {c['p90']} s, max {c['max']} s.", "",
@@ -565,14 +602,16 @@ def main() -> int:
     ap.add_argument("--step", choices=STEPS, default="", help="this step in every run (a check of one path)")
     ap.add_argument("--fault", choices=FAULTS, default="", help="this fault in every run")
     ap.add_argument("--table", action="store_true", help="only write --out's table (.md) again")
+    ap.add_argument("--operator-replicas", type=int, default=1,
+                    help="operator replicas (more than one: a standby takes the Lease over)")
     args = ap.parse_args()
     if args.table:
         args.out.with_suffix(".md").write_text(markdown(json.loads(args.out.read_text())))
         return 0
 
     if not args.no_install:
-        install()
-    world = World()
+        install(args.operator_replicas)
+    world = World(operator_replicas=args.operator_replicas)
     settle(world)
     records = []
     if args.resume and args.out.exists():
@@ -605,10 +644,10 @@ def main() -> int:
         log(f"run {i}: {r.get('step')} + {r.get('fault')} after {r.get('fault_delay_s')} s: "
             f"converged in {r.get('convergence_s')} s, {r.get('jobs', 0)} jobs, {verdict}")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        done = summary(records, args.seed, args.bound)
+        done = summary(records, args.seed, args.bound, args.operator_replicas)
         args.out.write_text(json.dumps(done, indent=1) + "\n")
         args.out.with_suffix(".md").write_text(markdown(done))
-    s = summary(records, args.seed, args.bound)
+    s = summary(records, args.seed, args.bound, args.operator_replicas)
     log(f"{s['runs']} runs, {s['jobs']} jobs, faults {s['faults']}, "
         f"{len(s['violations'])} violations; convergence p50 {s['convergence_s']['p50']} s, "
         f"p90 {s['convergence_s']['p90']} s, max {s['convergence_s']['max']} s -> {args.out}")
