@@ -68,17 +68,22 @@ def operators() -> list[dict]:
     return pods("slurm-operator", h.OPERATOR_NS)
 
 
-def lease_holder() -> str:
-    return h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {}).get("holderIdentity", "")
+def lease() -> dict:
+    return h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {})
+
+
+def holding(spec: dict, ops: list[dict]) -> dict | None:
+    """The operator pod the Lease names (a holder's identity begins with its pod's name)."""
+    holder = spec.get("holderIdentity", "")
+    return next((op for op in ops if holder.startswith(op["metadata"]["name"])), None)
 
 
 def leader() -> dict:
-    """The operator pod that holds the Lease (its identity begins with the pod's name)."""
-    holder = lease_holder()
-    for p in operators():
-        if holder.startswith(p["metadata"]["name"]):
-            return p
-    raise AssertionError(f"no operator pod holds the Lease (held by {holder!r})")
+    spec = lease()
+    p = holding(spec, operators())
+    if p is None:
+        raise AssertionError(f"no operator pod holds the Lease (held by {spec.get('holderIdentity')!r})")
+    return p
 
 
 def pod_pids(uid: str) -> list[int]:
@@ -360,16 +365,15 @@ def divergence(world: World) -> str:
         return f"{len(ops)} operator pods, want {world.operator_replicas}"
     # An operator leads: a Ready pod holds the Lease and renews it. With more than one replica
     # a killed one may still be in the kubelet's back-off; the standby leading is what counts.
-    lease = h.get("lease", "slurm-operator", h.OPERATOR_NS).get("spec", {})
-    holder = lease.get("holderIdentity", "")
-    leading = [op for op in ops if holder.startswith(op["metadata"]["name"])]
-    if not leading:
-        return f"Lease held by {holder!r}"
-    if h.pod_condition(leading[0], "Ready") != "True":
-        return f"{leading[0]['metadata']['name']} (holding the Lease) not Ready"
-    renewed = datetime.strptime(lease.get("renewTime", "1970-01-01T00:00:00.000000Z"), "%Y-%m-%dT%H:%M:%S.%fZ")
+    spec = lease()
+    leading = holding(spec, ops)
+    if leading is None:
+        return f"Lease held by {spec.get('holderIdentity')!r}"
+    if h.pod_condition(leading, "Ready") != "True":
+        return f"{leading['metadata']['name']} (holding the Lease) not Ready"
+    renewed = datetime.strptime(spec.get("renewTime", "1970-01-01T00:00:00.000000Z"), "%Y-%m-%dT%H:%M:%S.%fZ")
     silent = (datetime.now(timezone.utc) - renewed.replace(tzinfo=timezone.utc)).total_seconds()
-    if silent > lease.get("leaseDurationSeconds", 15):
+    if silent > spec.get("leaseDurationSeconds", 15):
         return f"Lease not renewed for {silent:.0f} s"
     if not nodeset():
         return "no NodeSet"
