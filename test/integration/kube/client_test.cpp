@@ -221,7 +221,8 @@ TEST(KubeClient, WritesStatusThroughTheStatusSubresource) {
                     {"kind", "Pod"},
                     {"metadata", {{"name", "st"}}},
                     {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "none"}}})}}}};
-  ASSERT_TRUE(client->create(resources::pods(), ns, pod));
+  auto created = client->create(resources::pods(), ns, pod);
+  ASSERT_TRUE(created) << created.error().message;
   // The scheduler writes the pod's status too (PodScheduled): read-modify-write, retried on a
   // conflict as a controller would.
   Result<json> updated = fail(Error{});

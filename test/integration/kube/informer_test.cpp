@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -236,6 +237,14 @@ TEST(InformerWithoutApiServer, RetriesBoundedLogsOnceAndRecovers) {
       std::chrono::seconds(60)));
   EXPECT_TRUE(eventually([&] { return informer.store().get(ns + "/after") != nullptr; },
                          std::chrono::seconds(30)));
+  // The reflector fills the store before it says it recovered: wait for the line before the
+  // sink goes back, or it lands in the default sink and the count misses it.
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(mu);
+    return std::any_of(lines.begin(), lines.end(), [](const std::string& line) {
+      return line.find("event=kube.watch.recovered") != std::string::npos;
+    });
+  }));
   log::set_sink(previous);
 
   std::cout << "API server down 8 s: " << failures << " failed watch/list attempts, " << cpu_during

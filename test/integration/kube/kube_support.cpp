@@ -34,6 +34,13 @@ std::string fresh_namespace(Client& client) {
                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", name}}}});
   if (!created) {
     ADD_FAILURE() << "namespace " << name << ": " << created.error().message;
+    return name;
+  }
+  // The API server refuses pods in a namespace until the controller-manager has made its
+  // "default" ServiceAccount, which takes seconds on a bed that has just started.
+  if (!eventually([&] { return client.get(resources::service_accounts(), name, "default").ok(); },
+                  std::chrono::seconds(30))) {
+    ADD_FAILURE() << "namespace " << name << ": no default ServiceAccount within 30 s";
   }
   return name;
 }

@@ -16,7 +16,7 @@ Config bed_config();
 std::unique_ptr<Client> make_client(ClientOptions options = {});
 // "<prefix>-<a number unique in this process run>"
 std::string unique_name(const std::string& prefix);
-// Creates a namespace of its own for one test and returns its name.
+// Creates a namespace of its own for one test, waits until it can hold pods, returns its name.
 std::string fresh_namespace(Client& client);
 
 // The value at a JSON pointer ("/status/observedGeneration"), or `fallback` where the document
