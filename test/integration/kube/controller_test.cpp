@@ -149,6 +149,12 @@ TEST(Controller, ReconcilesACustomResourceEndToEnd) {
   options.queue.base_delay = std::chrono::milliseconds(50);
   options.queue.max_delay = std::chrono::milliseconds(400);
   Controller controller(options, reconciler);
+  // The informers deliver to the controller until they stop: stop them before it goes, however
+  // the test ends.
+  struct InformersStopped {
+    InformerFactory& factory;
+    ~InformersStopped() { factory.stop_all(); }
+  } informers_stopped{factory};
   controller.watch_primary(widgets);
   controller.watch_owned(config_maps, "Widget");
   factory.start_all();

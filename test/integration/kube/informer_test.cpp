@@ -69,10 +69,12 @@ std::map<std::string, std::string> cache_state(const Store<T>& store) {
 TEST(Informer, FollowsAddsUpdatesAndDeletesWithIndexes) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
-  Informer<Document> informer(*client, resources::config_maps(), ns, decode_document);
-  informer.store().add_index("tier", index::by_label<Document>("tier"));
+  // What the handlers touch outlives the informer: its thread may still deliver (the namespace's
+  // kube-root-ca.crt, say) until the informer is destroyed.
   std::mutex mu;
   std::vector<std::string> seen;
+  Informer<Document> informer(*client, resources::config_maps(), ns, decode_document);
+  informer.store().add_index("tier", index::by_label<Document>("tier"));
   informer.on_add([&](const auto& o) {
     std::lock_guard lock(mu);
     seen.push_back("add " + o->meta.name);
@@ -113,9 +115,9 @@ TEST(Informer, ResyncsEveryCachedObjectWhenAsked) {
   auto client = make_client();
   const std::string ns = fresh_namespace(*client);
   ASSERT_TRUE(client->create(resources::config_maps(), ns, config_map("r", {}, {})));
+  std::atomic<int> resyncs{0};  // before the informer, whose resyncs touch it until it stops
   Informer<MetaOnly> informer(*client, resources::config_maps(), ns, decode_meta_only);
   informer.set_resync_period(std::chrono::milliseconds(100));
-  std::atomic<int> resyncs{0};
   informer.on_update([&](const auto& before, const auto& after) {
     if (before == after) {
       ++resyncs;
@@ -148,12 +150,13 @@ TEST(Informer, RelistsAfterAForced410GoneAndMissesNoFinalState) {
   const std::string ns = fresh_namespace(*client);
   ReflectorOptions options;
   options.watch_timeout_seconds = 1;  // the server ends each watch within 2 s
-  Informer<MetaOnly> informer(*client, resources::pod_templates(), ns, decode_meta_only, options);
-  // The first add blocks the informer's thread, as a slow handler would, until released.
+  // The first add blocks the informer's thread, as a slow handler would, until released. What
+  // the handlers touch is declared before the informer, which outlives none of it.
   std::mutex mu;
   std::condition_variable cv;
   bool hold = true;
   std::set<std::string> deleted;
+  Informer<MetaOnly> informer(*client, resources::pod_templates(), ns, decode_meta_only, options);
   informer.on_add([&](const auto&) {
     std::unique_lock lock(mu);
     cv.wait_for(lock, std::chrono::seconds(30), [&] { return !hold; });
@@ -213,12 +216,23 @@ TEST(InformerWithoutApiServer, RetriesBoundedLogsOnceAndRecovers) {
 
   std::mutex mu;
   std::vector<std::string> lines;
-  auto previous = log::set_sink([&](log::Level, const std::string& line) {
+  // The sink goes back however the test ends: one left behind would write into this frame.
+  struct SinkRestored {
+    log::Sink previous;
+    bool done = false;
+    void restore() {
+      if (!done) {
+        log::set_sink(previous);
+        done = true;
+      }
+    }
+    ~SinkRestored() { restore(); }
+  } restored{log::set_sink([&](log::Level, const std::string& line) {
     std::lock_guard lock(mu);
     if (line.find("event=kube.watch") != std::string::npos && line.find(ns) != std::string::npos) {
       lines.push_back(line);
     }
-  });
+  })};
   const pid_t apiserver = TestBed::pid_of("kube-apiserver");
   ASSERT_EQ(kill(apiserver, SIGKILL), 0);
   ASSERT_TRUE(eventually([&] { return tightrope::testing::process_gone(apiserver); }));
@@ -245,7 +259,7 @@ TEST(InformerWithoutApiServer, RetriesBoundedLogsOnceAndRecovers) {
       return line.find("event=kube.watch.recovered") != std::string::npos;
     });
   }));
-  log::set_sink(previous);
+  restored.restore();
 
   std::cout << "API server down 8 s: " << failures << " failed watch/list attempts, " << cpu_during
             << " CPU seconds\n";
