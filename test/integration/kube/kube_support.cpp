@@ -36,13 +36,17 @@ std::string fresh_namespace(Client& client) {
     ADD_FAILURE() << "namespace " << name << ": " << created.error().message;
     return name;
   }
+  wait_until_it_holds_pods(client, name);
+  return name;
+}
+
+void wait_until_it_holds_pods(Client& client, const std::string& ns) {
   // The API server refuses pods in a namespace until the controller-manager has made its
   // "default" ServiceAccount, which takes seconds on a bed that has just started.
-  if (!eventually([&] { return client.get(resources::service_accounts(), name, "default").ok(); },
+  if (!eventually([&] { return client.get(resources::service_accounts(), ns, "default").ok(); },
                   std::chrono::seconds(30))) {
-    ADD_FAILURE() << "namespace " << name << ": no default ServiceAccount within 30 s";
+    ADD_FAILURE() << "namespace " << ns << ": no default ServiceAccount within 30 s";
   }
-  return name;
 }
 
 }  // namespace tightrope::kube::testing

@@ -18,6 +18,8 @@ std::unique_ptr<Client> make_client(ClientOptions options = {});
 std::string unique_name(const std::string& prefix);
 // Creates a namespace of its own for one test, waits until it can hold pods, returns its name.
 std::string fresh_namespace(Client& client);
+// Waits (30 s at most) until the API server takes pods in `ns`: a failure of the test otherwise.
+void wait_until_it_holds_pods(Client& client, const std::string& ns);
 
 // The value at a JSON pointer ("/status/observedGeneration"), or `fallback` where the document
 // has nothing there yet (a status not written, a field not defaulted).

@@ -105,8 +105,8 @@ TEST(ChangeFeed, PollsSoonWhenAskedAndOtherwiseOnceAPeriod) {
 
 TEST(ChangeFeed, ReportsADrainMadeWithScontrol) {
   Client c = client();
+  Recorder recorder;  // outlives the feed, whose thread delivers to it until it stops
   ChangeFeed feed(c);
-  Recorder recorder;
   feed.subscribe(std::ref(recorder));
   ASSERT_TRUE(feed.poll_once().ok());
   feed.start();
@@ -125,8 +125,8 @@ TEST(ChangeFeed, ReportsADrainMadeWithScontrol) {
 
 TEST(ChangeFeed, ReportsANodeCreatedAndDeleted) {
   Client c = client();
+  Recorder recorder;  // outlives the feed, whose thread delivers to it until it stops
   ChangeFeed feed(c);
-  Recorder recorder;
   feed.subscribe(std::ref(recorder));
   ASSERT_TRUE(feed.poll_once().ok());
   feed.start();
@@ -149,10 +149,11 @@ TEST(ChangeFeed, FollowsAJobFromSubmissionToCancellation) {
   Client c = client();
   FeedOptions options;
   options.follow_jobs = true;
-  ChangeFeed feed(c, options);
+  // What the feed's thread writes to outlives the feed.
   std::mutex mu;
   std::condition_variable cv;
   std::vector<JobEvent> seen;
+  ChangeFeed feed(c, options);
   feed.subscribe_changes([&](const ChangeFeed::Changes& changes) {
     std::lock_guard lock(mu);
     seen.insert(seen.end(), changes.jobs.begin(), changes.jobs.end());
@@ -219,11 +220,12 @@ TEST(ChangeFeed, ANodeSeenBusyComesWithItsJobInTheSameSnapshot) {
   options.follow_jobs = true;
   options.period = 200ms;
   options.jobs_at_rest = 60s;  // jobs read only because their nodes changed
-  ChangeFeed feed(c, options);
+  // What the feed's thread writes to outlives the feed.
   std::mutex mu;
   std::condition_variable cv;
   bool busy_seen = false;
   std::vector<std::string> busy_without_job;
+  ChangeFeed feed(c, options);
   // What a reconcile woken by this change would read: the snapshot it came with, and the feed's.
   feed.subscribe_changes([&](const ChangeFeed::Changes& changes) {
     const SlurmSnapshot now = feed.snapshot();

@@ -221,10 +221,7 @@ class Webhook : public ::testing::Test {
                                     {"kind", "Namespace"},
                                     {"metadata", {{"name", ns_}, {"labels", {{label, ns_}}}}}});
     ASSERT_TRUE(created) << created.error().message;
-    // Pods are refused until the controller-manager has made the namespace's ServiceAccount.
-    ASSERT_TRUE(eventually(
-        [&] { return client_->get(kube::resources::service_accounts(), ns_, "default").ok(); },
-        std::chrono::seconds(30)));
+    kube::testing::wait_until_it_holds_pods(*client_, ns_);
     configuration_ = ns_ + "-validate";
     json rules = json::array();
     rules.push_back(
