@@ -100,9 +100,6 @@ class Controller {
   }
 
   void enqueue(const Request& request) { queue_.add(request.key()); }
-  void enqueue_after(const Request& request, std::chrono::milliseconds delay) {
-    queue_.add_after(request.key(), delay);
-  }
 
   // Looks at every primary object (again), then works: a controller stopped because its process
   // stopped leading starts again in a new term as a new process would, with nothing assumed

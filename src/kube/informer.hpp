@@ -111,7 +111,6 @@ class Informer final : public InformerBase, private ReflectorSink {
   }
 
   ReflectorStats stats() const { return reflector_.stats(); }
-  uint64_t decode_failures() const { return decode_failures_.load(); }
   const ResourceType& type() const { return reflector_.type(); }
 
  private:

@@ -55,11 +55,6 @@ bool LeaderElector::is_leader() const {
   return leading_ && steady_clock::now() - last_renew_ < options_.renew_deadline;
 }
 
-std::string LeaderElector::observed_leader() const {
-  std::lock_guard lock(mu_);
-  return observed_holder_;
-}
-
 bool LeaderElector::sleep_for(milliseconds d) {
   std::unique_lock lock(mu_);
   wake_.wait_for(lock, d, [this] { return stopping_.load(); });

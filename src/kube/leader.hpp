@@ -50,7 +50,6 @@ class LeaderElector {
   // checked before each action, it keeps a process that was frozen (SIGSTOP, a long GC-like
   // stall) from acting on a lease a successor may hold by now.
   bool is_leader() const;
-  std::string observed_leader() const;
 
  private:
   void run();

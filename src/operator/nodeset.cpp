@@ -14,6 +14,7 @@
 #include "operator/build/controller.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
+#include "operator/conditions.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
 #include "slurm/hostlist.hpp"
@@ -137,9 +138,10 @@ json required_status(const std::string& nodeset_name) {
   return {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(nodeset_name)}};
 }
 
-// The NodeSet's ComputeDomain made (created once: its spec is immutable), and whether the
-// claim template NVIDIA's controller makes for it is there for pods to claim; why not if not.
-std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& n) {
+// Reads the NodeSet's ComputeDomain and the claim template NVIDIA's controller makes for it:
+// whether the domain is absent (the plan creates it: once, its spec is immutable), and why pods
+// must wait for it, if they must.
+std::optional<Readiness> read_compute_domain(Runtime& rt, const api::NodeSet& n, bool& absent) {
   if (!build::wants_compute_domain(n)) {
     return std::nullopt;
   }
@@ -154,13 +156,8 @@ std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& 
   const std::string& ns = n.metadata.namespace_name;
   const std::string name = build::compute_domain_name(n);
   auto domain = rt.kube().get(resources::compute_domains(), ns, name);
-  if (!domain && domain.error().kind == kube::ErrorKind::kNotFound) {
-    auto made = rt.kube().create(resources::compute_domains(), ns, build::build_compute_domain(n));
-    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-      return Readiness{false, "ComputeDomainFailed",
-                       "creating ComputeDomain " + name + ": " + made.error().message};
-    }
-  } else if (!domain) {
+  absent = !domain && domain.error().kind == kube::ErrorKind::kNotFound;
+  if (!domain && !absent) {
     return Readiness{false, "ComputeDomainFailed",
                      "reading ComputeDomain " + name + ": " + domain.error().message};
   }
@@ -171,7 +168,7 @@ std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& 
   }
   const std::string status =
       domain ? domain->value("/status/status"_json_pointer, std::string("not reported"))
-             : std::string("just created");
+             : std::string("being created");
   std::string message = "ComputeDomain " + name + " (status: " + status;
   message += "): its ResourceClaimTemplate " + channel;
   message += claim_template.error().kind == kube::ErrorKind::kNotFound
@@ -183,7 +180,8 @@ std::optional<Readiness> ensure_compute_domain(Runtime& rt, const api::NodeSet& 
 
 }  // namespace
 
-std::optional<Readiness> NodeSetReconciler::ensure_ssh(const api::NodeSet& n) {
+std::optional<Readiness> NodeSetReconciler::read_ssh(NodeSetWorld& world) {
+  const api::NodeSet& n = world.nodeset;
   if (!n.spec.ssh.enabled) {
     return std::nullopt;
   }
@@ -193,20 +191,13 @@ std::optional<Readiness> NodeSetReconciler::ensure_ssh(const api::NodeSet& n) {
   if (!sssd.problem.ready) {
     return sssd.problem;
   }
-  std::vector<json> objects;
-  // Made once: a worker whose host key changed looks like an attack to users' ssh.
-  const std::string keys_name = build::nodeset_host_keys_name(n);
-  if (auto keys = runtime_.secret_data(ns, keys_name); !keys) {
+  if (auto keys = runtime_.secret_data(ns, build::nodeset_host_keys_name(n)); !keys) {
     if (keys.error().kind != kube::ErrorKind::kNotFound) {
       return Readiness{false, "SecretUnreadable", keys.error().message};
     }
-    objects.push_back(build::build_nodeset_host_keys_secret(n, generate_ssh_host_keys()));
-    log::info("nodeset.host_keys_generated", {{"nodeset", kube::object_key(ns, n.metadata.name)}});
+    world.ssh_host_keys_absent = true;
   }
-  objects.push_back(build::build_nodeset_ssh_config_map(n));
-  if (auto applied = apply_all(runtime_, objects, nullptr, &applied_, &cache_); !applied) {
-    return Readiness{false, "ApplyFailed", applied.error()};
-  }
+  world.ssh_config_current = applied_.unchanged(build::build_nodeset_ssh_config_map(n), cache_);
   return std::nullopt;
 }
 
@@ -247,20 +238,43 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     decoded_.erase(key);
     return settled();
   }
-  if (doc->meta.deleting) {
-    return finish_deletion(*doc);
+  const bool deleting = doc->meta.deleting;
+  if (deleting && !has_finalizer(doc->doc, api::kFinalizerNodeSetSlurmNodes) &&
+      !has_finalizer(doc->doc, api::kFinalizerNodeSetReservation)) {
+    return settled();  // nothing of the operator's holds it
   }
-  auto loaded = load(runtime_, type, *doc, &api::decode_nodeset, required_status(doc->meta.name));
-  if (!loaded) {
-    return settled();
+  std::optional<api::NodeSet> loaded;
+  if (deleting) {
+    auto spec = checked(*doc, &api::decode_nodeset);
+    if (!spec) {
+      return keep_unreadable(*doc, spec.error());
+    }
+    loaded = std::move(*spec);
+  } else {
+    loaded = load(runtime_, type, *doc, &api::decode_nodeset, required_status(doc->meta.name));
+    if (!loaded) {
+      return settled();
+    }
   }
   NodeSetWorld world = observe(*doc, std::move(*loaded), key);
-  world.pods_wait_for = ensure_compute_domain(runtime_, world.nodeset);
-  if (!world.pods_wait_for) {
-    world.pods_wait_for = ensure_ssh(world.nodeset);
-  }
-  if (!world.pods_wait_for && world.controller) {
-    world.pods_wait_for = slurmctld_has_loaded(world.nodeset, *world.controller);
+  if (deleting) {
+    world.deleting_since =
+        kube::parse_time(doc->doc.value("/metadata/deletionTimestamp"_json_pointer, std::string()));
+    if (!world.deleting_since) {
+      world.deleting_since = world.now;
+    }
+    const auto controller = cache_.get(
+        resources::controllers(),
+        kube::object_key(doc->meta.namespace_name, world.nodeset.spec.controller_ref.name));
+    world.controller_deleting = controller && controller->meta.deleting;
+  } else {
+    world.pods_wait_for = read_compute_domain(runtime_, world.nodeset, world.compute_domain_absent);
+    if (!world.pods_wait_for) {
+      world.pods_wait_for = read_ssh(world);
+    }
+    if (!world.pods_wait_for && world.controller) {
+      world.pods_wait_for = slurmctld_has_loaded(world.nodeset, *world.controller);
+    }
   }
   const api::NodeSet& n = world.nodeset;
   const kube::ObjectReference self{type.api_version(), type.kind, n.metadata.namespace_name,
@@ -274,6 +288,9 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
         self, first.action->failure_reason,
         first.message +
             (failures.size() > 1 ? " (and " + std::to_string(failures.size() - 1) + " more)" : ""));
+  } else if (plan.releases_nodeset) {
+    log::info("nodeset.released", {{"nodeset", key}});
+    return settled();  // gone with its last finalizer: no status to write
   }
   NodeSetVerdict verdict = conclude(world, plan, failures, Runtime::now());
   const auto measure = [&](const json& status) {
@@ -284,7 +301,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all, began);
     }
   };
-  if (plan.stop) {
+  if (plan.stop || plan.deleting) {
     // Nothing was counted: what the status said stays (HPA reads selector, and Slinky's CRD
     // requires nodeSetHash and selector).
     const json kept = kept_status(world.status, required_status(n.metadata.name));
@@ -300,6 +317,35 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     return fail("writing status: " + published.error().message);
   }
   return verdict.next;
+}
+
+kube::ReconcileOutcome NodeSetReconciler::keep_unreadable(const kube::Document& nodeset,
+                                                          const api::FieldErrors& errors) {
+  std::vector<std::string> finalizers;
+  for (const auto& f : nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array())) {
+    if (f.is_string()) {
+      finalizers.push_back(f.get<std::string>());
+    }
+  }
+  const Readiness why =
+      unreadable_deletion(kube::object_key(nodeset.meta.namespace_name, nodeset.meta.name),
+                          api::join(errors), finalizers);
+  const api::ObjectMeta meta = meta_of(nodeset);
+  const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
+                                   meta.namespace_name, meta.name, meta.uid};
+  runtime_.events().warning(self, "DeletionBlocked", why.message);
+  log::warn("nodeset.deletion_blocked",
+            {{"nodeset", kube::object_key(meta.namespace_name, meta.name)}, {"why", why.message}});
+  std::vector<api::Condition> conditions = conditions_of(nodeset);
+  set_condition(conditions,
+                {"DeletionBlocked", "True", why.reason, why.message, meta.generation, ""},
+                Runtime::now());
+  const json stored = nodeset.doc.value("status", json::object());
+  const json kept = kept_status(stored, required_status(meta.name));
+  // A corrected spec is an update, and so a reconcile; the look again is the net.
+  return report(runtime_, resources::nodesets(), meta, conditions_of(nodeset),
+                std::move(conditions), why, after(std::chrono::seconds(60)), kept,
+                kept != kept_status(stored));
 }
 
 NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::NodeSet n,
@@ -467,10 +513,14 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
     }
   };
   run_parallel(decisions.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(*decisions[i]); });
+  // A pod would wait for what a failed write of the NodeSet's own objects did not make.
+  const bool objects_failed = std::any_of(failures.begin(), failures.end(), [](const auto& f) {
+    return f.action->on_failure == FailureEffect::kApply;
+  });
   // Slow start, as Kubernetes' own controllers create pods: batches of 1, 2, 4, ... up to
   // kMaxConcurrentCreates at once, each only after the previous one fully succeeded, so that a
   // refusal (quota, admission) costs one request.
-  for (size_t next = 0, batch = 1; next < creations.size();
+  for (size_t next = 0, batch = 1; !objects_failed && next < creations.size();
        batch = std::min(batch * 2, kMaxConcurrentCreates)) {
     const size_t end = std::min(creations.size(), next + batch);
     const size_t failed_before = failures.size();
@@ -484,360 +534,197 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
   return failures;
 }
 
+namespace {
+
+// One callable of several lambdas, for an exhaustive std::visit: a Change without its lambda
+// does not compile.
+template <typename... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <typename... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+template <typename R>
+std::optional<std::string> kube_error(const R& result, bool gone_is_fine = false) {
+  if (result || (gone_is_fine && result.error().kind == kube::ErrorKind::kNotFound)) {
+    return std::nullopt;
+  }
+  return result.error().message;
+}
+
+template <typename R>
+std::optional<std::string> slurm_error(const R& result, bool gone_is_fine = false) {
+  if (result || (gone_is_fine && result.error().kind == slurm::ErrorKind::kNotFound)) {
+    return std::nullopt;
+  }
+  return result.error().message;
+}
+
+}  // namespace
+
 std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
                                                       const NodeSetWorld& world,
                                                       const Action& action) {
   const api::NodeSet& n = world.nodeset;
   const std::string& ns = n.metadata.namespace_name;
-  const auto kube_error = [](const auto& result,
-                             bool gone_is_fine = false) -> std::optional<std::string> {
-    if (result || (gone_is_fine && result.error().kind == kube::ErrorKind::kNotFound)) {
-      return std::nullopt;
+  kube::Client& kube = runtime_.kube();
+  // A Slurm write: through the Controller's client, and at most a few at once for the whole
+  // operator, since slurmrestd serves users and slurmd registrations too.
+  const auto slurm_write =
+      [&](const std::function<std::optional<std::string>(slurm::Client&)>& write)
+      -> std::optional<std::string> {
+    const auto client = runtime_.slurm().get(kube::object_key(ns, n.spec.controller_ref.name));
+    if (!client) {
+      return "the operator has no Slurm client for this NodeSet's Controller";
     }
-    return result.error().message;
-  };
-  const auto slurm_client = [&]() {
-    return runtime_.slurm().get(kube::object_key(ns, n.spec.controller_ref.name));
-  };
-  const auto slurm_error = [](const auto& result,
-                              bool gone_is_fine = false) -> std::optional<std::string> {
-    if (result || (gone_is_fine && result.error().kind == slurm::ErrorKind::kNotFound)) {
-      return std::nullopt;
-    }
-    return result.error().message;
-  };
-  const std::string kNoClient = "the operator has no Slurm client for this NodeSet's Controller";
-
-  if (const auto* c = std::get_if<CreateRevision>(&action.change)) {
-    return kube_error(runtime_.apply(c->revision));
-  }
-  if (const auto* c = std::get_if<DeleteRevision>(&action.change)) {
-    return kube_error(runtime_.remove_owned(kube::resources::controller_revisions(), ns, c->name,
-                                            n.metadata.uid));
-  }
-  if (const auto* c = std::get_if<SetFinalizers>(&action.change)) {
-    // With the resourceVersion the patch fails on a concurrent change instead of losing it.
-    json patch = json::object();
-    patch["metadata"]["finalizers"] = c->finalizers;
-    patch["metadata"]["resourceVersion"] = world.resource_version;
-    return kube_error(runtime_.kube().patch(resources::nodesets(), ns, n.metadata.name,
-                                            kube::PatchType::kMerge, patch));
-  }
-  if (const auto* c = std::get_if<CreatePod>(&action.change)) {
-    for (const auto& claim : c->claims) {
-      auto made = runtime_.kube().create(kube::resources::persistent_volume_claims(), ns, claim);
-      if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-        return "PersistentVolumeClaim " + claim["metadata"].value("name", "") + ": " +
-               made.error().message;
-      }
-    }
-    auto made = runtime_.kube().create(kube::resources::pods(), ns, c->pod);
-    if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-      return made.error().message;
-    }
-    expectations_.created(key, c->name, PodExpectations::Clock::now());
-    return std::nullopt;
-  }
-  if (const auto* c = std::get_if<DeletePod>(&action.change)) {
-    kube::DeleteOptions options;
-    options.precondition_uid = c->uid;
-    if (auto error = kube_error(
-            runtime_.kube().remove(kube::resources::pods(), ns, c->name, options), true)) {
-      return error;
-    }
-    expectations_.deleted(key, c->uid, PodExpectations::Clock::now());
-    log::info("nodeset.pod_deleted", {{"nodeset", key}, {"pod", c->name}, {"why", c->why}});
-    return std::nullopt;
-  }
-  if (const auto* c = std::get_if<GiveClaimsToPod>(&action.change)) {
-    for (const auto& [claim, owners] : c->owners) {
-      json patch = json::object();
-      patch["metadata"]["ownerReferences"] = owners;
-      if (auto error = kube_error(runtime_.kube().patch(kube::resources::persistent_volume_claims(),
-                                                        ns, claim, kube::PatchType::kMerge, patch),
-                                  true)) {
-        return "PersistentVolumeClaim " + claim + ": " + *error;
-      }
-    }
-    return std::nullopt;
-  }
-  if (const auto* c = std::get_if<PatchPod>(&action.change)) {
-    // A pod gone meanwhile needs nothing more.
-    auto error = kube_error(runtime_.kube().patch(kube::resources::pods(), ns, c->name,
-                                                  c->status ? kube::PatchType::kStrategicMerge
-                                                            : kube::PatchType::kMerge,
-                                                  c->patch, c->status ? "status" : ""),
-                            true);
-    if (!error && !c->uid.empty()) {
-      expectations_.patched(key, c->uid, c->seen_version, PodExpectations::Clock::now());
-    }
-    return error;
-  }
-  if (const auto* c = std::get_if<PatchKubeNode>(&action.change)) {
-    return kube_error(runtime_.kube().patch(
-        kube::resources::nodes(), "", c->name,
-        c->status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge, c->patch,
-        c->status ? "status" : ""));
-  }
-
-  // Slurm.
-  const auto client = slurm_client();
-  if (!client) {
-    return kNoClient;
-  }
-  // slurmrestd serves users and slurmd registrations too: the operator takes a few of its
-  // threads, not all of them.
-  slurm_writes_.acquire();
-  struct Release {
-    std::counting_semaphore<>& s;
-    ~Release() { s.release(); }
-  } release{slurm_writes_};
-  if (const auto* c = std::get_if<DrainSlurmNode>(&action.change)) {
-    log::info("nodeset.draining", {{"nodeset", key}, {"node", c->node}, {"reason", c->reason}});
-    return slurm_error(client->drain(c->node, c->reason));
-  }
-  if (const auto* c = std::get_if<UndrainSlurmNode>(&action.change)) {
-    log::info("nodeset.undraining", {{"nodeset", key}, {"node", c->node}});
-    return slurm_error(client->undrain(c->node));
-  }
-  if (const auto* c = std::get_if<ResumeSlurmNode>(&action.change)) {
-    return slurm_error(client->resume(c->node));
-  }
-  if (const auto* c = std::get_if<UpdateSlurmNode>(&action.change)) {
-    return slurm_error(client->update_node(c->node, c->update));
-  }
-  if (const auto* c = std::get_if<DeleteSlurmNode>(&action.change)) {
-    log::info("nodeset.slurm_node_pruned", {{"nodeset", key}, {"node", c->node}});
-    return slurm_error(client->delete_node(c->node), true);
-  }
-  if (const auto* c = std::get_if<ReleaseReservation>(&action.change)) {
-    return slurm_error(client->delete_reservation(c->name), true);
-  }
-  if (const auto* c = std::get_if<SyncReservation>(&action.change)) {
-    return c->update ? slurm_error(client->update_reservation(c->wanted.name, *c->update))
-                     : slurm_error(client->create_reservation(c->wanted));
-  }
-  return "unknown action";
-}
-
-Result<Done, std::string> NodeSetReconciler::hold_finalizer(const kube::Document& nodeset,
-                                                            std::string_view finalizer, bool hold) {
-  if (has_finalizer(nodeset.doc, finalizer) == hold) {
-    return Done{};
-  }
-  json finalizers = nodeset.doc.value("/metadata/finalizers"_json_pointer, json::array());
-  const std::string name(finalizer);
-  if (hold) {
-    finalizers.push_back(name);
-  } else {
-    finalizers.erase(std::remove(finalizers.begin(), finalizers.end(), name), finalizers.end());
-  }
-  // With the resourceVersion the patch fails on a concurrent change instead of losing it.
-  json patch = json::object();
-  patch["metadata"]["finalizers"] = finalizers;
-  patch["metadata"]["resourceVersion"] = nodeset.meta.resource_version;
-  auto patched = runtime_.kube().patch(resources::nodesets(), nodeset.meta.namespace_name,
-                                       nodeset.meta.name, kube::PatchType::kMerge, patch);
-  if (!patched) {
-    return fail(patched.error().message);
-  }
-  return Done{};
-}
-
-Result<Done, std::string> NodeSetReconciler::release_reservation(
-    slurm::Client& client, const std::string& name, const kube::ObjectReference& self) {
-  auto removed = client.delete_reservation(name);
-  if (!removed && removed.error().kind != slurm::ErrorKind::kNotFound) {
-    return fail("deleting Slurm reservation " + name + ": " + removed.error().message);
-  }
-  if (removed) {
-    runtime_.events().normal(self, "DeletedReservation",
-                             "Deleted Slurm maintenance reservation " + name);
-  }
-  return Done{};
-}
-
-// A NodeSet being deleted keeps its finalizer until its maintenance reservation is gone; when
-// Slurm cannot be asked it waits (the finalizer can be removed by hand after deleting the
-// reservation with scontrol).
-kube::ReconcileOutcome NodeSetReconciler::finish_deletion(const kube::Document& nodeset) {
-  const bool reservation = has_finalizer(nodeset.doc, api::kFinalizerNodeSetReservation);
-  const bool slurm_nodes = has_finalizer(nodeset.doc, api::kFinalizerNodeSetSlurmNodes);
-  if (!reservation && !slurm_nodes) {
-    return settled();
-  }
-  auto decoded = api::decode_nodeset(nodeset.doc);
-  if (!decoded) {
-    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false);
-    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetSlurmNodes, false);
-    return settled();
-  }
-  if (slurm_nodes) {
-    if (auto wait = remove_slurm_nodes(nodeset, *decoded)) {
-      return *wait;
-    }
-    return settled();  // the patch that dropped the finalizer brings the next reconcile
-  }
-  const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
-                                   nodeset.meta.namespace_name, nodeset.meta.name,
-                                   nodeset.meta.uid};
-  const std::string name = maintenance_reservation_name(*decoded);
-  const auto client = runtime_.slurm().get(
-      kube::object_key(nodeset.meta.namespace_name, decoded->spec.controller_ref.name));
-  if (!client) {
-    // No Controller (or no RestApi) left to reach Slurm through: nothing to wait for.
-    runtime_.events().warning(self, "ReservationLeft",
-                              "No Slurm client for Controller " +
-                                  decoded->spec.controller_ref.name + ": reservation " + name +
-                                  " is left for scontrol delete reservation=" + name);
-    (void)hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false);
-    return settled();
-  }
-  if (auto released = release_reservation(*client, name, self); !released) {
-    runtime_.events().warning(self, "ReservationNotDeleted", released.error());
-    return after(std::chrono::seconds(10));
-  }
-  if (auto dropped = hold_finalizer(nodeset, api::kFinalizerNodeSetReservation, false); !dropped) {
-    return retry();
-  }
-  return settled();
-}
-
-std::optional<kube::ReconcileOutcome> NodeSetReconciler::remove_slurm_nodes(
-    const kube::Document& nodeset, const api::NodeSet& n) {
-  const std::string& ns = nodeset.meta.namespace_name;
-  const kube::ObjectReference self{resources::nodesets().api_version(), resources::nodesets().kind,
-                                   ns, nodeset.meta.name, nodeset.meta.uid};
-  // Bounded where nothing can be lost: pods already ending that will not go, or records Slurm
-  // cannot be asked to delete once every pod is gone, hold a deleted NodeSet this long at most.
-  constexpr auto kGiveUpAfter = std::chrono::minutes(3);
-  const auto since = kube::parse_time(
-      nodeset.doc.value("/metadata/deletionTimestamp"_json_pointer, std::string()));
-  const bool given_up = since && std::chrono::system_clock::now() - *since > kGiveUpAfter;
-  const auto drop = [&](const std::string& left) -> std::optional<kube::ReconcileOutcome> {
-    log::info("nodeset.slurm_nodes_released",
-              {{"nodeset", kube::object_key(ns, nodeset.meta.name)}, {"left", left}});
-    if (!left.empty()) {
-      runtime_.events().warning(self, "SlurmNodesLeft", left);
-    }
-    if (auto dropped = hold_finalizer(nodeset, api::kFinalizerNodeSetSlurmNodes, false); !dropped) {
-      return retry();
-    }
-    return std::nullopt;
+    slurm_writes_.acquire();
+    struct Release {
+      std::counting_semaphore<>& s;
+      ~Release() { s.release(); }
+    } release{slurm_writes_};
+    return write(*client);
   };
 
-  const std::string key = kube::object_key(ns, n.spec.controller_ref.name);
-  // The whole cluster going (helm uninstall): its jobs end with slurmctld, nothing to wait for.
-  if (const auto controller = cache_.get(resources::controllers(), key);
-      !controller || controller->meta.deleting) {
-    return drop("");
-  }
-  std::vector<std::shared_ptr<const kube::Document>> pods;
-  for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
-    const kube::OwnerReference* owner = p->meta.controller_ref();
-    if (owner != nullptr && owner->uid == nodeset.meta.uid) {
-      pods.push_back(p);
-    }
-  }
-  const auto client = runtime_.slurm().get(key);
-  const auto feed = runtime_.slurm().feed(key);
-  const bool reachable =
-      client && feed && feed->health().synced && feed->health().consecutive_failures == 0;
-  if (!reachable) {
-    // Fail-closed, as a scale-in: a pod whose jobs cannot be seen stays, however long.
-    const bool running = std::any_of(pods.begin(), pods.end(), [](const auto& p) {
-      return !p->meta.deleting &&
-             p->doc.value("/status/phase"_json_pointer, std::string()) == "Running";
-    });
-    if (running || !given_up) {
-      if (running) {
-        runtime_.events().warning(self, "DeletionBlocked",
-                                  "Slurm cannot be asked whether the NodeSet's pods run jobs: "
-                                  "they stay until it can");
-      }
-      return after(std::chrono::seconds(5));
-    }
-    return drop("Slurm could not be reached for " + std::to_string(kGiveUpAfter.count()) +
-                " min: the Slurm node records of this NodeSet are left for scontrol delete");
-  }
-  // Its pods first, drain-first as in a scale-in (garbage collection would take them only after
-  // the NodeSet is gone, jobs or not): a pod goes once its Slurm node is drained and idle, or
-  // when it has no Slurm node or is not running; each one's preStop marks its node down.
-  const slurm::SlurmSnapshot slurm_now = feed->snapshot();
-  size_t pods_left = 0;
-  std::string busy;
-  bool stuck_only = true;
-  for (const auto& p : pods) {
-    ++pods_left;
-    if (p->meta.deleting) {
-      continue;
-    }
-    stuck_only = false;
-    const std::string hostname = p->doc.value("/spec/hostname"_json_pointer, p->meta.name);
-    const auto node = slurm_now.nodes->find(hostname);
-    const bool running = p->doc.value("/status/phase"_json_pointer, std::string()) == "Running";
-    if (running && node != slurm_now.nodes->end()) {
-      if (!node->second.drain() || node->second.has("UNDRAIN")) {
-        const std::string reason =
-            condemned_reason(kube::object_key(ns, p->meta.name), "NodeSet deletion");
-        log::info("nodeset.draining", {{"nodeset", kube::object_key(ns, nodeset.meta.name)},
-                                       {"node", hostname},
-                                       {"reason", reason}});
-        if (auto drained = client->drain(hostname, reason); !drained) {
-          log::warn("nodeset.drain_failed",
-                    {{"node", hostname}, {"error", drained.error().message}});
-        }
-        continue;  // deleted once the feed shows the drain, and no job
-      }
-      if (node->second.busy()) {
-        busy += (busy.empty() ? "" : ", ") + hostname;
-        continue;
-      }
-    }
-    kube::DeleteOptions options;
-    options.precondition_uid = p->meta.uid;
-    (void)runtime_.kube().remove(kube::resources::pods(), ns, p->meta.name, options);
-  }
-  if (!busy.empty()) {
-    runtime_.events().normal(self, "DeletionWaitsForJobs",
-                             "Drained for NodeSet deletion, waiting for their jobs: " + busy);
-  }
-  if (pods_left > 0 && !(stuck_only && given_up)) {
-    log::info("nodeset.deletion_waits_for_pods",
-              {{"nodeset", kube::object_key(ns, nodeset.meta.name)},
-               {"pods", std::to_string(pods_left)},
-               {"busy", busy}});
-    return after(std::chrono::seconds(2));
-  }
-  if (n.spec.prune_slurm_node_records != "NodeNotFound") {
-    return drop("");  // the records stay, DOWN, as a scale-in leaves them
-  }
-  std::string kept;
-  // A record is the NodeSet's when its comment names the NodeSet, or, without such a comment (a
-  // slurmd that registered again clears it), when it carries the NodeSet's feature, which each
-  // of its slurmd registers with and no other NodeSet of the cluster can.
-  const std::string feature = n.slurm_name();
-  for (const auto& [name, node] : *slurm_now.nodes) {
-    const json info = json::parse(node.comment, nullptr, false);
-    const bool linked = info.is_object() && info.contains("nodeSetUID");
-    const bool ours = linked ? info.value("nodeSetUID", "") == nodeset.meta.uid
-                             : std::find(node.features.begin(), node.features.end(), feature) !=
-                                   node.features.end();
-    if (!ours) {
-      continue;
-    }
-    if (node.busy()) {
-      kept += (kept.empty() ? "" : ", ") + name;
-      continue;
-    }
-    if (auto removed = client->delete_node(name); removed) {
-      runtime_.events().normal(self, "SlurmNodeDeleted",
-                               "Deleted Slurm node " + name + ": its NodeSet is deleted");
-    } else {
-      kept += (kept.empty() ? "" : ", ") + name;
-    }
-  }
-  return drop(kept.empty() ? "" : "Slurm node records left (busy or not deleted): " + kept);
+  return std::visit(
+      Overloaded{
+          [&](const CreateRevision& c) { return kube_error(runtime_.apply(c.revision)); },
+          [&](const CreateComputeDomain& c) -> std::optional<std::string> {
+            auto made = kube.create(resources::compute_domains(), ns, c.domain);
+            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+              return made.error().message;
+            }
+            return std::nullopt;
+          },
+          [&](const CreateSshHostKeys&) -> std::optional<std::string> {
+            // Created, never applied: a key written over looks like an attack to users' ssh.
+            auto made =
+                kube.create(kube::resources::secrets(), ns,
+                            build::build_nodeset_host_keys_secret(n, generate_ssh_host_keys()));
+            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+              return made.error().message;
+            }
+            log::info("nodeset.host_keys_generated", {{"nodeset", key}});
+            return std::nullopt;
+          },
+          [&](const ApplyObject& c) -> std::optional<std::string> {
+            auto stored = runtime_.apply(c.object);
+            if (!stored) {
+              return stored.error().message;
+            }
+            applied_.remember(c.object, *stored);
+            return std::nullopt;
+          },
+          [&](const DeleteRevision& c) {
+            return kube_error(runtime_.remove_owned(kube::resources::controller_revisions(), ns,
+                                                    c.name, n.metadata.uid));
+          },
+          [&](const SetFinalizers& c) {
+            // With the resourceVersion the patch fails on a concurrent change instead of
+            // losing it.
+            json patch = json::object();
+            patch["metadata"]["finalizers"] = c.finalizers;
+            patch["metadata"]["resourceVersion"] = world.resource_version;
+            return kube_error(kube.patch(resources::nodesets(), ns, n.metadata.name,
+                                         kube::PatchType::kMerge, patch));
+          },
+          [&](const CreatePod& c) -> std::optional<std::string> {
+            for (const auto& claim : c.claims) {
+              auto made = kube.create(kube::resources::persistent_volume_claims(), ns, claim);
+              if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+                return "PersistentVolumeClaim " + claim["metadata"].value("name", "") + ": " +
+                       made.error().message;
+              }
+            }
+            auto made = kube.create(kube::resources::pods(), ns, c.pod);
+            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+              return made.error().message;
+            }
+            expectations_.created(key, c.name, PodExpectations::Clock::now());
+            return std::nullopt;
+          },
+          [&](const DeletePod& c) -> std::optional<std::string> {
+            kube::DeleteOptions options;
+            options.precondition_uid = c.uid;
+            if (auto error =
+                    kube_error(kube.remove(kube::resources::pods(), ns, c.name, options), true)) {
+              return error;
+            }
+            expectations_.deleted(key, c.uid, PodExpectations::Clock::now());
+            log::info("nodeset.pod_deleted", {{"nodeset", key}, {"pod", c.name}, {"why", c.why}});
+            return std::nullopt;
+          },
+          [&](const GiveClaimsToPod& c) -> std::optional<std::string> {
+            for (const auto& [claim, owners] : c.owners) {
+              json patch = json::object();
+              patch["metadata"]["ownerReferences"] = owners;
+              if (auto error = kube_error(kube.patch(kube::resources::persistent_volume_claims(),
+                                                     ns, claim, kube::PatchType::kMerge, patch),
+                                          true)) {
+                return "PersistentVolumeClaim " + claim + ": " + *error;
+              }
+            }
+            return std::nullopt;
+          },
+          [&](const PatchPod& c) {
+            // A pod gone meanwhile needs nothing more.
+            auto error = kube_error(
+                kube.patch(kube::resources::pods(), ns, c.name,
+                           c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
+                           c.patch, c.status ? "status" : ""),
+                true);
+            if (!error && !c.uid.empty()) {
+              expectations_.patched(key, c.uid, c.seen_version, PodExpectations::Clock::now());
+            }
+            return error;
+          },
+          [&](const PatchKubeNode& c) {
+            return kube_error(
+                kube.patch(kube::resources::nodes(), "", c.name,
+                           c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
+                           c.patch, c.status ? "status" : ""));
+          },
+          [&](const DrainSlurmNode& c) {
+            return slurm_write([&](slurm::Client& client) {
+              log::info("nodeset.draining",
+                        {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
+              return slurm_error(client.drain(c.node, c.reason));
+            });
+          },
+          [&](const UndrainSlurmNode& c) {
+            return slurm_write([&](slurm::Client& client) {
+              log::info("nodeset.undraining", {{"nodeset", key}, {"node", c.node}});
+              return slurm_error(client.undrain(c.node));
+            });
+          },
+          [&](const ResumeSlurmNode& c) {
+            return slurm_write(
+                [&](slurm::Client& client) { return slurm_error(client.resume(c.node)); });
+          },
+          [&](const UpdateSlurmNode& c) {
+            return slurm_write([&](slurm::Client& client) {
+              return slurm_error(client.update_node(c.node, c.update));
+            });
+          },
+          [&](const DeleteSlurmNode& c) {
+            return slurm_write([&](slurm::Client& client) {
+              log::info("nodeset.slurm_node_deleted", {{"nodeset", key}, {"node", c.node}});
+              return slurm_error(client.delete_node(c.node), true);
+            });
+          },
+          [&](const ReleaseReservation& c) {
+            return slurm_write([&](slurm::Client& client) {
+              return slurm_error(client.delete_reservation(c.name), true);
+            });
+          },
+          [&](const SyncReservation& c) {
+            return slurm_write([&](slurm::Client& client) {
+              return c.update ? slurm_error(client.update_reservation(c.wanted.name, *c.update))
+                              : slurm_error(client.create_reservation(c.wanted));
+            });
+          },
+      },
+      action.change);
 }
 
 }  // namespace tightrope::op

@@ -90,9 +90,9 @@ class NodeSetReconciler : public ResourceReconciler {
   std::map<std::string, DecodedPods> decoded_;  // by NodeSet key
 
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
-  // spec.ssh: the host keys Secret (made once) and the sshd_config ConfigMap applied, the
-  // sssd.conf Secret there; why not when they are not.
-  std::optional<Readiness> ensure_ssh(const api::NodeSet& n);
+  // spec.ssh: whether the host keys Secret (made once) is absent and the sshd_config ConfigMap
+  // is as last applied; why pods must wait when the sssd.conf Secret or the keys cannot be read.
+  std::optional<Readiness> read_ssh(NodeSetWorld& world);
   // Why new pods must wait for slurmctld to run a configuration with the NodeSet in it
   // (build::slurmctld_lacks_nodeset); nullopt when it does, or when slurmctld is external.
   std::optional<Readiness> slurmctld_has_loaded(const api::NodeSet& n, const api::Controller& c);
@@ -105,19 +105,10 @@ class NodeSetReconciler : public ResourceReconciler {
   std::optional<std::string> perform(const std::string& key, const NodeSetWorld& world,
                                      const Action& action);
 
-  kube::ReconcileOutcome finish_deletion(const kube::Document& nodeset);
-  // With the slurm-nodes finalizer: drains the NodeSet's Slurm nodes and deletes each pod once
-  // its node holds no job (fail-closed while Slurm cannot be asked), then, with
-  // pruneSlurmNodeRecords NodeNotFound, the records they leave; nullopt once done (or, where
-  // nothing can be lost, given up on after 3 minutes), else when to look again.
-  std::optional<kube::ReconcileOutcome> remove_slurm_nodes(const kube::Document& nodeset,
-                                                           const api::NodeSet& n);
-  // Adds or removes a finalizer.
-  Result<Done, std::string> hold_finalizer(const kube::Document& nodeset,
-                                           std::string_view finalizer, bool hold);
-  // Deletes the maintenance reservation; gone already is fine.
-  Result<Done, std::string> release_reservation(slurm::Client& client, const std::string& name,
-                                                const kube::ObjectReference& self);
+  // A NodeSet being deleted whose spec cannot be read: its pods and finalizers stay, and
+  // DeletionBlocked, Ready and a Warning event say why and the ways out.
+  kube::ReconcileOutcome keep_unreadable(const kube::Document& nodeset,
+                                         const api::FieldErrors& errors);
 };
 
 }  // namespace tightrope::op

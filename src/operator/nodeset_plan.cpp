@@ -10,6 +10,7 @@
 #include "base/text.hpp"
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
+#include "operator/build/compute_domain.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/conditions.hpp"
@@ -380,6 +381,10 @@ bool slurm_drained(const slurm::Node& node) {
   return node.drain() && !node.has("UNDRAIN") && !node.busy();
 }
 
+bool drain_needed(const slurm::Node& node) {
+  return !node.drain() || node.has("UNDRAIN");
+}
+
 std::string cordon_reason(const json& kube_node, const std::string& key) {
   const std::string given =
       sanitized(build::annotation(kube_node, api::kAnnotationNodeCordonReason), 256);
@@ -746,6 +751,14 @@ std::string to_string(const Change& change) {
     std::string operator()(const ReleaseReservation& c) const {
       return "delete Slurm reservation " + c.name;
     }
+    std::string operator()(const CreateComputeDomain& c) const {
+      return "create ComputeDomain " + c.domain.value("/metadata/name"_json_pointer, std::string());
+    }
+    std::string operator()(const CreateSshHostKeys&) const { return "create SSH host keys"; }
+    std::string operator()(const ApplyObject& c) const {
+      return "apply " + c.object.value("kind", "") + " " +
+             c.object.value("/metadata/name"_json_pointer, std::string());
+    }
     std::string operator()(const CreatePod& c) const {
       return "create pod " + c.name +
              (c.claims.empty() ? "" : " with " + std::to_string(c.claims.size()) + " claims");
@@ -852,6 +865,14 @@ struct Planner {
   }
   void release_claims(const WorkerPod& w, const std::string& why);
 
+  bool holds(std::string_view finalizer) const {
+    return std::find(world.finalizers.begin(), world.finalizers.end(), finalizer) !=
+           world.finalizers.end();
+  }
+
+  void make_prerequisites();
+  void plan_deletion();
+  void empty_slurm_records(std::vector<std::string>& finalizers, std::vector<NodeSetEvent>& events);
   void keep_revisions();
   void read_pods();
   void replace_exited();
@@ -891,6 +912,8 @@ struct Planner {
   int64_t slurm_allocated = 0;
   int64_t slurm_down = 0;
   int64_t slurm_drain = 0;
+  // Deletion: kDeletionPatience has passed since the NodeSet was deleted.
+  bool patience_spent = false;
 };
 
 // whenScaled: Delete: a pod removed by a scale-in takes its claims with it (the pod becomes
@@ -910,6 +933,25 @@ void Planner::release_claims(const WorkerPod& w, const std::string& why) {
   }
   if (!give.owners.empty()) {
     add(std::move(give), w.name, FailureEffect::kSync, "SyncFailed");
+  }
+}
+
+// What the pods need besides themselves, made before them (execute creates no pod after a
+// failed kApply action): the ComputeDomain, spec.ssh's host keys and sshd_config.
+void Planner::make_prerequisites() {
+  if (world.compute_domain_absent) {
+    add(CreateComputeDomain{build::build_compute_domain(n)}, "prerequisites", FailureEffect::kApply,
+        "ComputeDomainFailed");
+  }
+  if (!n.spec.ssh.enabled) {
+    return;
+  }
+  if (world.ssh_host_keys_absent) {
+    add(CreateSshHostKeys{}, "prerequisites", FailureEffect::kApply, "ApplyFailed");
+  }
+  if (!world.ssh_config_current) {
+    add(ApplyObject{build::build_nodeset_ssh_config_map(n)}, "prerequisites", FailureEffect::kApply,
+        "ApplyFailed");
   }
 }
 
@@ -1027,10 +1069,6 @@ void Planner::choose() {
 void Planner::keep_finalizers_and_reservation() {
   // Finalizers: slurm-nodes always (a deleted NodeSet's pods go drain-first, as a scale-in's);
   // the reservation's while one may exist.
-  const auto holds = [&](std::string_view finalizer) {
-    return std::find(world.finalizers.begin(), world.finalizers.end(), finalizer) !=
-           world.finalizers.end();
-  };
   const auto finalizers_with = [](std::string_view finalizer, bool hold,
                                   std::vector<std::string> list) {
     const bool present = std::find(list.begin(), list.end(), finalizer) != list.end();
@@ -1189,7 +1227,7 @@ void Planner::drain_and_delete() {
       }
       continue;
     }
-    if (!node->drain()) {
+    if (drain_needed(*node)) {
       add(DrainSlurmNode{w.hostname, condemned_reason(pod_key(ns, w.name), why)}, w.name,
           FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
           {{false, "DrainingPod",
@@ -1488,6 +1526,140 @@ void Planner::prune_slurm_records() {
   }
 }
 
+void Planner::plan_deletion() {
+  plan.deleting = true;
+  std::vector<std::string> finalizers = world.finalizers;
+  std::vector<NodeSetEvent> events;
+  const bool cluster_goes = !world.controller || world.controller_deleting;
+  patience_spent = world.deleting_since && now - *world.deleting_since > kDeletionPatience;
+  std::vector<std::string> left;
+
+  if (holds(api::kFinalizerNodeSetReservation)) {
+    const std::string maint = maintenance_reservation_name(n);
+    if (slurm_ok) {
+      std::vector<NodeSetEvent> deleted_events;
+      if (world.slurm.reservation) {
+        deleted_events.push_back(
+            {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + maint});
+      }
+      add(ReleaseReservation{maint}, "", FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
+          std::move(deleted_events), true);
+      std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
+    } else if (!world.controller) {
+      // No Controller left to reach Slurm through, ever: an administrator's scontrol is.
+      events.push_back({true, "ReservationLeft",
+                        "No Controller " + n.spec.controller_ref.name +
+                            " to reach Slurm: " + "reservation " + maint +
+                            " is left for scontrol delete reservation=" + maint});
+      std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
+    } else {
+      block(slurm_why, "Slurm maintenance reservation " + maint + " kept: " + slurm_problem);
+      left.push_back("the maintenance reservation");
+    }
+  }
+
+  if (holds(api::kFinalizerNodeSetSlurmNodes)) {
+    if (cluster_goes) {
+      std::erase(finalizers, std::string(api::kFinalizerNodeSetSlurmNodes));
+    } else {
+      // Every pod that is not already going is condemned, in scale-in order.
+      read_pods();
+      replace_exited();
+      std::sort(active.begin(), active.end(), condemn_before);
+      for (const auto& w : active) {
+        condemned[w.name] = "NodeSet deletion";
+      }
+      drain_and_delete();
+      const size_t going = static_cast<size_t>(plan.terminating);
+      const size_t staying = active.size() + world.expected.creations.size();
+      // Pods deleted that do not end hold nothing the operator could still save.
+      if (staying > 0 || (going > 0 && !patience_spent)) {
+        std::string message = std::to_string(staying + going) + " pods left";
+        if (!plan.draining.empty()) {
+          message += ", waiting for the jobs on " + join(plan.draining, ", ") + " to end";
+        } else if (going > 0) {
+          message += ", " + std::to_string(going) + " terminating";
+        }
+        left.push_back(message);
+      } else {
+        empty_slurm_records(finalizers, events);
+        if (!plan.deletion_left.empty()) {
+          left.push_back(plan.deletion_left);
+        }
+      }
+    }
+  }
+  plan.deletion_left = join(left, "; ");
+  if (finalizers != world.finalizers) {
+    // Last in the NodeSet's own chain: a failed release or record deletion before it keeps it.
+    add(SetFinalizers{finalizers}, "", FailureEffect::kDeletionBlocked, "RemovalFailed",
+        std::move(events));
+    plan.releases_nodeset = finalizers.empty();
+  }
+}
+
+// pruneSlurmNodeRecords NodeNotFound: the records of the NodeSet's pods, now gone, are deleted
+// before its slurm-nodes finalizer goes; Never leaves them, DOWN, as a scale-in does.
+void Planner::empty_slurm_records(std::vector<std::string>& finalizers,
+                                  std::vector<NodeSetEvent>& events) {
+  const auto release = [&] {
+    std::erase(finalizers, std::string(api::kFinalizerNodeSetSlurmNodes));
+  };
+  if (n.spec.prune_slurm_node_records != "NodeNotFound") {
+    release();
+    return;
+  }
+  if (!slurm_ok) {
+    block(slurm_why, "its Slurm node records cannot be deleted: " + slurm_problem +
+                         " (the NodeSet stays until Slurm answers; to let it go now, delete "
+                         "them with scontrol delete nodename=... and remove its finalizer " +
+                         std::string(api::kFinalizerNodeSetSlurmNodes) + ")");
+    plan.deletion_left = "its Slurm node records";
+    return;
+  }
+  // A record is the NodeSet's when its comment names the NodeSet, or, without such a comment (a
+  // slurmd that registered again clears it), when it carries the NodeSet's feature, which each
+  // of its slurmd registers with and no other NodeSet of the cluster can.
+  const std::string feature = n.slurm_name();
+  std::vector<std::string> busy;
+  std::vector<std::string> deleting;
+  for (const auto& [name, node] : nodes) {
+    const json info = json::parse(node.comment, nullptr, false);
+    const bool linked = info.is_object() && info.contains("nodeSetUID");
+    const bool ours = linked ? info.value("nodeSetUID", "") == n.metadata.uid
+                             : std::find(node.features.begin(), node.features.end(), feature) !=
+                                   node.features.end();
+    if (!ours) {
+      continue;
+    }
+    if (node.busy()) {
+      busy.push_back(name);
+      continue;
+    }
+    deleting.push_back(name);
+    add(DeleteSlurmNode{name}, "", FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
+        {{false, "SlurmNodeDeleted", "Deleted Slurm node " + name + ": its NodeSet is deleted"}},
+        true);
+  }
+  if (!busy.empty() && !patience_spent) {
+    plan.deletion_left = "Slurm node records still busy with no pod left: " + join(busy, ", ");
+    return;
+  }
+  if (!busy.empty()) {
+    events.push_back(
+        {true, "SlurmNodesLeft",
+         "Slurm node records left, busy " +
+             std::to_string(
+                 std::chrono::duration_cast<std::chrono::minutes>(kDeletionPatience).count()) +
+             " min after their pods went: " + join(busy, ", ") +
+             " (scontrol delete nodename=... once idle)"});
+  }
+  if (!deleting.empty()) {
+    plan.deletion_left = "deleting Slurm node records " + join(deleting, ", ");
+  }
+  release();
+}
+
 void Planner::write_status() {
   // pinToNode: where each ordinal runs, kept while its pod is away and its node exists.
   json ordinal_to_node = json::object();
@@ -1532,6 +1704,10 @@ void Planner::write_status() {
 
 NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   Planner p(world);
+  if (world.deleting_since) {
+    p.plan_deletion();
+    return std::move(p.plan);
+  }
   if (!world.controller) {
     p.plan.stop = Readiness{false, "ControllerNotFound",
                             "Controller " + p.ns + "/" + world.nodeset.spec.controller_ref.name +
@@ -1542,6 +1718,7 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
     p.plan.stop = Readiness{false, "InvalidConfig", conf.error()};
     return std::move(p.plan);
   }
+  p.make_prerequisites();
   p.keep_revisions();
   p.read_pods();
   p.replace_exited();
@@ -1553,6 +1730,16 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   p.prune_slurm_records();
   p.write_status();
   return std::move(p.plan);
+}
+
+Readiness unreadable_deletion(const std::string& nodeset_key, const std::string& errors,
+                              const std::vector<std::string>& finalizers) {
+  std::string message = errors + ": NodeSet " + nodeset_key +
+                        " is being deleted, but it keeps its pods and finalizers until its spec " +
+                        "can be read (without it the operator cannot drain them first). Correct " +
+                        "the spec (kubectl edit nodeset), or drain and delete its pods by hand, " +
+                        "then remove its finalizers (" + join(finalizers, ", ") + ")";
+  return {false, "InvalidSpec", std::move(message)};
 }
 
 NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
@@ -1569,6 +1756,7 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
   std::optional<api::Condition> reservation = plan.reservation;
   std::string create_problem = plan.unbuildable;
   std::string apply_problem;
+  std::string apply_reason;
   std::vector<std::string> sync_problems;
   for (const auto& f : failures) {
     switch (f.action->on_failure) {
@@ -1594,6 +1782,7 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
       case FailureEffect::kApply:
         if (apply_problem.empty()) {
           apply_problem = f.message;
+          apply_reason = f.action->failure_reason;
         }
         break;
       case FailureEffect::kSync:
@@ -1653,8 +1842,13 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
                  find_condition(conditions, "DeletionBlocked")->message};
     next = after(std::chrono::seconds(5));
   } else if (!apply_problem.empty()) {
-    readiness = {false, "ApplyFailed", apply_problem};
+    readiness = {false, apply_reason, apply_problem};
     next = retry();
+  } else if (plan.deleting) {
+    // Pods ending, jobs ending and Slurm's records all wake the NodeSet; this is the net.
+    readiness = {false, "Deleting",
+                 plan.deletion_left.empty() ? "releasing its finalizers" : plan.deletion_left};
+    next = after(std::chrono::seconds(5));
   } else if (plan.awaits_prerequisite && world.pods_wait_for) {
     readiness = *world.pods_wait_for;
     next = after(std::chrono::seconds(10));

@@ -211,10 +211,20 @@ struct NodeSetWorld {
   // not installed, its claim template not made), or spec.ssh's Secrets are not there; nullopt
   // when nothing is missing. New pods wait; the rest of the plan goes on.
   std::optional<Readiness> pods_wait_for;
+  // What the pods need that the plan makes (observe only reads): the ComputeDomain the NodeSet
+  // asks for is absent; spec.ssh's host keys Secret is absent; its sshd_config ConfigMap is not
+  // as last applied.
+  bool compute_domain_absent = false;
+  bool ssh_host_keys_absent = false;
+  bool ssh_config_current = true;
   SlurmView slurm;
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
   std::vector<std::string> propagated_node_conditions;  // OperatorOptions
   slurm::Time now;
+  // Set while the NodeSet is being deleted: its metadata.deletionTimestamp.
+  std::optional<slurm::Time> deleting_since;
+  // Its Controller is being deleted too: the whole cluster goes, slurmctld and its jobs with it.
+  bool controller_deleting = false;
 };
 
 // ---- Plan: what is to be done ----
@@ -236,6 +246,13 @@ struct SyncReservation {
 };
 struct ReleaseReservation {
   std::string name;
+};
+struct CreateComputeDomain {  // created once: its spec is immutable
+  nlohmann::json domain;
+};
+struct CreateSshHostKeys {};  // spec.ssh: generated and created once, never written over
+struct ApplyObject {          // server-side apply of an object the NodeSet owns
+  nlohmann::json object;
 };
 struct CreatePod {  // its claims first
   std::string name;
@@ -288,15 +305,16 @@ struct DeleteSlurmNode {
 
 using Change =
     std::variant<CreateRevision, DeleteRevision, SetFinalizers, SyncReservation, ReleaseReservation,
-                 CreatePod, DeletePod, GiveClaimsToPod, PatchPod, PatchKubeNode, DrainSlurmNode,
-                 UndrainSlurmNode, ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode>;
+                 CreateComputeDomain, CreateSshHostKeys, ApplyObject, CreatePod, DeletePod,
+                 GiveClaimsToPod, PatchPod, PatchKubeNode, DrainSlurmNode, UndrainSlurmNode,
+                 ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode>;
 
 // What a failed action means for the NodeSet's status.
 enum class FailureEffect {
   kDeletionBlocked,  // DeletionBlocked=True with the action's reason
   kCreate,           // Ready=False CreateFailed
   kReservation,      // ReservationCreated with the action's reason
-  kApply,            // Ready=False ApplyFailed
+  kApply,            // Ready=False with the action's reason; no pod is created after it
   kSync,             // Ready=False SyncFailed: a mirror of state fell behind
 };
 
@@ -345,9 +363,29 @@ struct NodeSetPlan {
   int64_t updated = 0;
   int64_t terminating = 0;
   std::string revision;
+  // Deletion (plan_deletion): what is left to do, for Ready's message ("" when nothing), and
+  // whether the plan lets go of the NodeSet's last finalizer (it is gone after: no status).
+  bool deleting = false;
+  std::string deletion_left;
+  bool releases_nodeset = false;
 };
 
+// How long a deleted NodeSet waits for what it cannot make go and where nothing can be lost:
+// pods that were deleted and do not end (their Node is gone), Slurm node records still busy
+// with no pod left.
+inline constexpr auto kDeletionPatience = std::chrono::minutes(3);
+
+// The NodeSet's plan. A NodeSet being deleted (deleting_since) is emptied as a scale-in to
+// nothing: its pods go drain-first, by the same rule and fail-closed, then, with
+// pruneSlurmNodeRecords NodeNotFound, the Slurm node records they leave; each of its
+// finalizers is released only once what it guards is done, or when its Controller is deleted
+// too (slurmctld and the jobs end with the cluster).
 NodeSetPlan plan_nodeset(const NodeSetWorld& world);
+
+// A NodeSet being deleted whose spec cannot be read (`errors`: field and reason) keeps its pods
+// and finalizers: DeletionBlocked's reason (InvalidSpec) and message, with the ways out.
+Readiness unreadable_deletion(const std::string& nodeset_key, const std::string& errors,
+                              const std::vector<std::string>& finalizers);
 
 // ---- After execution ----
 

@@ -47,23 +47,32 @@ kube::ReconcileOutcome report(Runtime& rt, const kube::ResourceType& type,
 nlohmann::json kept_status(const nlohmann::json& stored,
                            const nlohmann::json& required = nlohmann::json::object());
 
-// Decodes a resource and applies defaults and validation; nullopt after reporting InvalidSpec,
-// with the stored status kept and `required_status` added where missing.
+// Decodes a resource and applies defaults and validation; the fields at fault if it fails.
+template <typename T>
+api::Decoded<T> checked(const kube::Document& doc,
+                        api::Decoded<T> (*decode)(const nlohmann::json&)) {
+  auto decoded = decode(doc.doc);
+  if (!decoded) {
+    return decoded;
+  }
+  api::apply_defaults(*decoded);
+  if (api::FieldErrors errors = api::validate(*decoded); !errors.empty()) {
+    return fail(std::move(errors));
+  }
+  return decoded;
+}
+
+// checked(); nullopt after reporting InvalidSpec, with the stored status kept and
+// `required_status` added where missing.
 template <typename T>
 std::optional<T> load(Runtime& rt, const kube::ResourceType& type, const kube::Document& doc,
                       api::Decoded<T> (*decode)(const nlohmann::json&),
                       const nlohmann::json& required_status = nlohmann::json::object()) {
-  auto decoded = decode(doc.doc);
-  api::FieldErrors errors;
+  auto decoded = checked(doc, decode);
   if (decoded) {
-    api::apply_defaults(*decoded);
-    errors = api::validate(*decoded);
-  } else {
-    errors = decoded.error();
-  }
-  if (errors.empty()) {
     return std::move(*decoded);
   }
+  const api::FieldErrors& errors = decoded.error();
   // The webhook refuses such objects; one written around it stays as it is until fixed.
   const nlohmann::json stored = doc.doc.value("status", nlohmann::json::object());
   const nlohmann::json kept = kept_status(stored, required_status);

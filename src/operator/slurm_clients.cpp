@@ -89,11 +89,6 @@ void SlurmClients::set_listener(ChangeListener listener) {
   listener_ = std::move(listener);
 }
 
-void SlurmClients::set_feed_period(std::chrono::milliseconds period) {
-  std::lock_guard lock(mu_);
-  feed_period_ = period;
-}
-
 std::shared_ptr<slurm::Client> SlurmClients::get(const std::string& key) const {
   std::lock_guard lock(mu_);
   const auto it = clients_.find(key);
@@ -142,7 +137,7 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     // Its own client: a feed request never waits behind a reconcile's, nor one behind it.
     auto feed_client = std::make_shared<slurm::Client>(options, tokens);
     slurm::FeedOptions feed_options;
-    feed_options.period = feed_period_;
+    feed_options.period = kFeedPeriod;
     feed_options.follow_jobs = true;
     // Jobs that touch no node (submitted, held) only feed the job metrics: at rest they are
     // read every 10 s, which halves what an idle cluster's slurmrestd answers.

@@ -58,8 +58,6 @@ class SlurmClients {
   // its snapshot and health.
   void use_metrics(ClusterMetrics* metrics) { metrics_ = metrics; }
   ClusterMetrics* metrics() const { return metrics_; }
-  // The period of every feed (tests and benchmarks shorten or lengthen it).
-  void set_feed_period(std::chrono::milliseconds period);
 
   // The client of Controller `key` ("namespace/name"), or null when it has none.
   std::shared_ptr<slurm::Client> get(const std::string& key) const;
@@ -85,7 +83,7 @@ class SlurmClients {
   mutable std::mutex mu_;
   ChangeListener listener_;
   ClusterMetrics* metrics_ = nullptr;
-  std::chrono::milliseconds feed_period_{1000};
+  static constexpr std::chrono::milliseconds kFeedPeriod{1000};
   std::map<std::string, Entry> clients_;
 };
 

@@ -199,7 +199,10 @@ def test_every_dashboard_panel_and_rule_reads_live_series_and_caused_alerts_fire
         # Nothing else fires on a healthy cluster.
         assert prometheus.firing() == expected, prometheus.firing()
         pending = prometheus.query(f'tightrope_slurm_jobs{{state="pending",namespace="{NS}"}}')
-        assert {p["metric"]["reason"] for p in pending} >= {"Resources", "JobHeldUser"}, pending
+        reasons = {p["metric"]["reason"] for p in pending}
+        # The job behind the two running ones waits for a node: Slurm's scheduler says Resources,
+        # or Priority when its pass ranks the job behind another pending one (the held one).
+        assert "JobHeldUser" in reasons and reasons & {"Resources", "Priority"}, pending
         # What the dashboard shows of this file's run, drawn from the same queries.
         picture = Path(ENV["TESTBED_DIR"]) / "dashboard.svg"
         picture.write_text(dashboard_plot.render(dashboards()[0], prometheus.query_range, prometheus.started,

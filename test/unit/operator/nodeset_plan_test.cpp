@@ -615,6 +615,305 @@ TEST(NodeSetPlan, PodsWaitForTheirComputeDomainAndTheNodeSetSaysWhy) {
   EXPECT_EQ(plan.ready, 1);
 }
 
+TEST(NodeSetPlan, AnAbsentComputeDomainIsPlannedAndItsFailureIsTheReadyReason) {
+  Bed bed(1, 1);
+  bed.world.compute_domain_absent = true;
+  const NodeSetPlan plan = bed.plan();
+  const Action* made = action_for(plan, "prerequisites");
+  ASSERT_NE(made, nullptr);
+  ASSERT_TRUE(std::holds_alternative<CreateComputeDomain>(made->change));
+  EXPECT_EQ(made->on_failure, FailureEffect::kApply);
+  const NodeSetVerdict verdict =
+      conclude(bed.world, plan, {{made, to_string(made->change) + ": forbidden"}}, "stamp");
+  EXPECT_EQ(verdict.readiness.reason, "ComputeDomainFailed");
+  EXPECT_EQ(verdict.readiness.message, "create ComputeDomain cpu-imex: forbidden");
+}
+
+TEST(NodeSetPlan, SshHostKeysAreMadeWhenAbsentAndTheSshdConfigOnlyWhenItChanged) {
+  Bed bed(1, 1);
+  bed.world.nodeset.spec.ssh.enabled = true;
+  const auto prerequisites = [&] {
+    std::vector<std::string> made;
+    for (const auto& a : bed.plan().actions) {
+      if (a.chain == "prerequisites") {
+        made.push_back(to_string(a.change));
+      }
+    }
+    return made;
+  };
+  EXPECT_TRUE(prerequisites().empty()) << "both there and current: nothing";
+  bed.world.ssh_host_keys_absent = true;
+  bed.world.ssh_config_current = false;
+  EXPECT_EQ(prerequisites(),
+            (std::vector<std::string>{"create SSH host keys", "apply ConfigMap cpu-ssh-config"}));
+}
+
+// ---- Deletion: a scale-in to nothing, then the records, then the finalizers ----
+
+// A deleted NodeSet, `minutes` after its deletionTimestamp.
+void deleting(Bed& bed, int minutes = 0) {
+  bed.world.deleting_since = kNow - std::chrono::minutes(minutes);
+}
+
+std::vector<std::string> without(std::vector<std::string> list, std::string_view item) {
+  std::erase(list, std::string(item));
+  return list;
+}
+
+TEST(NodeSetDeletion, EveryPodIsDrainedFirstAndOnlyADrainedIdleOneIsDeleted) {
+  Bed bed(2, 3);
+  deleting(bed);
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-2"].state = {"ALLOCATED", "DRAIN"};
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].node, "cpu-0");
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-0) is pending termination for NodeSet deletion");
+  const auto deletes = all_of<DeletePod>(plan);
+  ASSERT_EQ(deletes.size(), 1U);
+  EXPECT_EQ(deletes[0].name, "cpu-1");
+  EXPECT_EQ(deletes[0].uid, "uid-cpu-1");
+  EXPECT_TRUE(all_of<SetFinalizers>(plan).empty()) << "pods are left";
+  EXPECT_TRUE(all_of<CreatePod>(plan).empty());
+  EXPECT_FALSE(plan.releases_nodeset);
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  EXPECT_EQ(verdict.readiness.reason, "Deleting");
+  EXPECT_EQ(verdict.readiness.message, "3 pods left, waiting for the jobs on cpu-0, cpu-2 to end");
+  ASSERT_TRUE(verdict.next);
+  EXPECT_EQ(verdict.next->requeue_after, std::chrono::seconds(5));
+}
+
+TEST(NodeSetDeletion, NothingRunningGoesAndNoFinalizerIsReleasedWhileSlurmIsAway) {
+  for (const int minutes : {0, 60}) {
+    Bed bed(2, 2);
+    deleting(bed, minutes);
+    bed.world.slurm.health = SlurmHealth::kUnreachable;
+    bed.world.slurm.problem = "slurmrestd does not answer: timed out";
+    const NodeSetPlan plan = bed.plan();
+    EXPECT_TRUE(plan.actions.empty()) << to_string(plan.actions.front().change);
+    const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+    const api::Condition* blocked = find_condition(verdict.conditions, "DeletionBlocked");
+    ASSERT_NE(blocked, nullptr);
+    EXPECT_EQ(blocked->status, "True");
+    EXPECT_EQ(blocked->reason, "SlurmUnreachable");
+    EXPECT_EQ(verdict.readiness.reason, "DeletionBlocked");
+  }
+}
+
+TEST(NodeSetDeletion, APodNotRunningYetGoesWithoutSlurm) {
+  Bed bed(1, 1);
+  deleting(bed);
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  bed.world.pods[0].phase = "Pending";
+  bed.world.pods[0].kube_node.clear();
+  const NodeSetPlan plan = bed.plan();
+  const auto deletes = all_of<DeletePod>(plan);
+  ASSERT_EQ(deletes.size(), 1U);
+  EXPECT_EQ(deletes[0].name, "cpu-0");
+}
+
+TEST(NodeSetDeletion, AReadyPodSlurmDoesNotKnowIsKeptAsInAScaleIn) {
+  Bed bed(1, 1);
+  deleting(bed);
+  bed.nodes.clear();
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_EQ(plan.blocked_reason, "SlurmNodeNotFound");
+}
+
+TEST(NodeSetDeletion, ANodeBeingUndrainedIsDrainedAgainInADeletionAsInAScaleIn) {
+  for (const bool deleted : {false, true}) {
+    Bed bed(deleted ? 1 : 0, 1);
+    if (deleted) {
+      deleting(bed);
+    }
+    bed.nodes["cpu-0"].state = {"IDLE", "DRAIN", "UNDRAIN"};
+    const NodeSetPlan plan = bed.plan();
+    EXPECT_EQ(all_of<DrainSlurmNode>(plan).size(), 1U) << (deleted ? "deletion" : "scale-in");
+    EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  }
+}
+
+TEST(NodeSetDeletion, WithNoPodLeftTheRecordsGoFirstThenTheFinalizerInOneGuardedChain) {
+  Bed bed(2, 2);
+  deleting(bed);
+  bed.world.nodeset.spec.prune_slurm_node_records = "NodeNotFound";
+  bed.world.pods.clear();
+  slurm::Node stranger;
+  stranger.name = "other-0";
+  stranger.state = {"IDLE"};
+  stranger.features = {"other"};
+  bed.nodes["other-0"] = stranger;
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(plan.actions.size(), 3U);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto* removal = std::get_if<DeleteSlurmNode>(&plan.actions[i].change);
+    ASSERT_NE(removal, nullptr) << to_string(plan.actions[i].change);
+    EXPECT_EQ(removal->node, "cpu-" + std::to_string(i));
+    EXPECT_EQ(plan.actions[i].chain, "");
+    EXPECT_TRUE(plan.actions[i].guards_rest) << "a record not deleted keeps the finalizer";
+  }
+  const auto* finalizers = std::get_if<SetFinalizers>(&plan.actions[2].change);
+  ASSERT_NE(finalizers, nullptr);
+  EXPECT_EQ(plan.actions[2].chain, "");
+  EXPECT_TRUE(finalizers->finalizers.empty());
+  EXPECT_TRUE(plan.releases_nodeset);
+}
+
+TEST(NodeSetDeletion, ARecordSlurmDidNotDeleteBlocksAndKeepsTheNodeSet) {
+  Bed bed(1, 1);
+  deleting(bed);
+  bed.world.nodeset.spec.prune_slurm_node_records = "NodeNotFound";
+  bed.world.pods.clear();
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_FALSE(plan.actions.empty());
+  const Action& removal = plan.actions.front();
+  const NodeSetVerdict verdict = conclude(
+      bed.world, plan,
+      {{&removal, to_string(removal.change) + ": slurmrestd: Operation timed out"}}, "stamp");
+  const api::Condition* blocked = find_condition(verdict.conditions, "DeletionBlocked");
+  ASSERT_NE(blocked, nullptr);
+  EXPECT_EQ(blocked->status, "True");
+  EXPECT_EQ(blocked->reason, "SlurmUpdateFailed");
+  EXPECT_EQ(blocked->message, "delete Slurm node cpu-0: slurmrestd: Operation timed out");
+  EXPECT_EQ(verdict.readiness.reason, "DeletionBlocked");
+}
+
+TEST(NodeSetDeletion, RecordsSlurmCannotBeAskedToDeleteKeepTheFinalizerAndSayTheWayOut) {
+  Bed bed(1, 0);
+  deleting(bed, 60);
+  bed.world.nodeset.spec.prune_slurm_node_records = "NodeNotFound";
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  bed.world.slurm.problem = "slurmrestd does not answer: timed out";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(plan.actions.empty());
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  const api::Condition* blocked = find_condition(verdict.conditions, "DeletionBlocked");
+  ASSERT_NE(blocked, nullptr);
+  EXPECT_EQ(blocked->reason, "SlurmUnreachable");
+  EXPECT_NE(blocked->message.find("scontrol delete nodename"), std::string::npos);
+  EXPECT_NE(blocked->message.find(api::kFinalizerNodeSetSlurmNodes), std::string::npos);
+}
+
+TEST(NodeSetDeletion, NeverPruningLeavesTheRecordsAndReleasesOnceThePodsAreGone) {
+  Bed bed(1, 0);
+  deleting(bed);
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(plan.actions.size(), 1U);
+  EXPECT_TRUE(all_of<DeleteSlurmNode>(plan).empty());
+  EXPECT_TRUE(std::get<SetFinalizers>(plan.actions[0].change).finalizers.empty());
+}
+
+TEST(NodeSetDeletion, BusyRecordsWithNoPodAreWaitedForThenLeftWithAWarning) {
+  Bed bed(1, 1);
+  bed.world.pods.clear();
+  bed.world.nodeset.spec.prune_slurm_node_records = "NodeNotFound";
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  deleting(bed, 1);
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(plan.actions.empty());
+  EXPECT_EQ(plan.deletion_left, "Slurm node records still busy with no pod left: cpu-0");
+
+  deleting(bed, 4);
+  plan = bed.plan();
+  ASSERT_EQ(plan.actions.size(), 1U);
+  const Action& release = plan.actions[0];
+  EXPECT_TRUE(std::get<SetFinalizers>(release.change).finalizers.empty());
+  ASSERT_EQ(release.events.size(), 1U);
+  EXPECT_TRUE(release.events[0].warning);
+  EXPECT_EQ(release.events[0].reason, "SlurmNodesLeft");
+}
+
+TEST(NodeSetDeletion, PodsThatDoNotEndAreWaitedForOnlyThroughThePatience) {
+  Bed bed(1, 1);
+  bed.world.pods[0].terminating = true;
+  deleting(bed, 1);
+  EXPECT_TRUE(bed.plan().actions.empty());
+  deleting(bed, 4);
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(plan.actions.size(), 1U);
+  EXPECT_TRUE(std::get<SetFinalizers>(plan.actions[0].change).finalizers.empty());
+}
+
+TEST(NodeSetDeletion, APodJustCreatedIsWaitedFor) {
+  Bed bed(1, 0);
+  deleting(bed);
+  bed.world.expected.creations = {"cpu-0"};
+  EXPECT_TRUE(bed.plan().actions.empty());
+}
+
+TEST(NodeSetDeletion, TheWholeClusterGoingReleasesAtOnce) {
+  for (const bool gone : {false, true}) {
+    Bed bed(2, 2);
+    deleting(bed);
+    bed.world.slurm.health = SlurmHealth::kUnreachable;
+    if (gone) {
+      bed.world.controller.reset();
+    } else {
+      bed.world.controller_deleting = true;
+    }
+    const NodeSetPlan plan = bed.plan();
+    ASSERT_EQ(plan.actions.size(), 1U);
+    EXPECT_TRUE(std::get<SetFinalizers>(plan.actions[0].change).finalizers.empty());
+    EXPECT_TRUE(plan.releases_nodeset);
+  }
+}
+
+TEST(NodeSetDeletion, TheReservationGoesBeforeItsFinalizerAndPodsDoNotWaitForIt) {
+  Bed bed(1, 1);
+  deleting(bed);
+  const std::string reservation(api::kFinalizerNodeSetReservation);
+  bed.world.finalizers.push_back(reservation);
+  bed.world.slurm.reservation = slurm::Reservation{};
+  const NodeSetPlan plan = bed.plan();
+  const Action* first = action_for(plan, "");
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(std::get<ReleaseReservation>(first->change).name, "SlurmOperatorMaint-cpu");
+  EXPECT_TRUE(first->guards_rest);
+  const auto finalizers = all_of<SetFinalizers>(plan);
+  ASSERT_EQ(finalizers.size(), 1U);
+  EXPECT_EQ(finalizers[0].finalizers, without(bed.world.finalizers, reservation));
+  EXPECT_EQ(all_of<DrainSlurmNode>(plan).size(), 1U);
+}
+
+TEST(NodeSetDeletion, AReservationSlurmCannotBeAskedToDeleteKeepsItsFinalizer) {
+  Bed bed(1, 0);
+  deleting(bed);
+  bed.world.finalizers.push_back(std::string(api::kFinalizerNodeSetReservation));
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  bed.world.slurm.problem = "slurmrestd does not answer";
+  const NodeSetPlan plan = bed.plan();
+  const auto finalizers = all_of<SetFinalizers>(plan);
+  ASSERT_EQ(finalizers.size(), 1U) << "the pods are gone: slurm-nodes goes, the reservation's not";
+  EXPECT_EQ(finalizers[0].finalizers,
+            std::vector<std::string>{std::string(api::kFinalizerNodeSetReservation)});
+  EXPECT_EQ(plan.blocked_reason, "SlurmUnreachable");
+}
+
+TEST(NodeSetDeletion, AFinalizerReleasedByNobodyElseIsLeftAlone) {
+  Bed bed(1, 0);
+  deleting(bed);
+  bed.world.finalizers.push_back("example.com/keep");
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(all_of<SetFinalizers>(plan).size(), 1U);
+  EXPECT_EQ(all_of<SetFinalizers>(plan)[0].finalizers,
+            std::vector<std::string>{"example.com/keep"});
+  EXPECT_FALSE(plan.releases_nodeset) << "it stays: its status is still written";
+}
+
+TEST(NodeSetDeletion, AnUnreadableSpecNamesTheFieldAndTheWaysOut) {
+  const Readiness why = unreadable_deletion("hpc/cpu", "spec.replicas: must be an integer",
+                                            {std::string(api::kFinalizerNodeSetSlurmNodes)});
+  EXPECT_FALSE(why.ready);
+  EXPECT_EQ(why.reason, "InvalidSpec");
+  EXPECT_TRUE(why.message.starts_with("spec.replicas: must be an integer: NodeSet hpc/cpu is "))
+      << why.message;
+  EXPECT_NE(why.message.find("kubectl edit nodeset"), std::string::npos);
+  EXPECT_NE(why.message.find(api::kFinalizerNodeSetSlurmNodes), std::string::npos);
+}
+
 TEST(NodeSetPlan, ActionsReadAsSentences) {
   EXPECT_EQ(to_string(DrainSlurmNode{"cpu-1", "slurm-operator: why"}),
             "drain Slurm node cpu-1: slurm-operator: why");
