@@ -10,6 +10,14 @@ namespace tightrope::api {
 const KeyRef* ControllerSpec::jwt_key() const {
   return jwt_key_ref ? &*jwt_key_ref : jwt_hs256_key_ref ? &*jwt_hs256_key_ref : nullptr;
 }
+
+std::array<ControllerSpec::ConfigRefs, 5> ControllerSpec::config_refs() const {
+  return {{{&config_file_refs, "spec.configFileRefs", false},
+           {&prolog_script_refs, "spec.prologScriptRefs", true},
+           {&epilog_script_refs, "spec.epilogScriptRefs", true},
+           {&prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs", true},
+           {&epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs", true}}};
+}
 const KeyRef* AccountingSpec::jwt_key() const {
   return jwt_key_ref ? &*jwt_key_ref : jwt_hs256_key_ref ? &*jwt_hs256_key_ref : nullptr;
 }

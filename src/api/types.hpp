@@ -5,6 +5,7 @@
 // complete and check them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -167,6 +168,15 @@ struct ControllerSpec {
 
   // jwtKeyRef, or the deprecated jwtHs256KeyRef.
   const KeyRef* jwt_key() const;
+
+  // One list of ConfigMaps whose files land in /etc/slurm, with its field's path.
+  struct ConfigRefs {
+    const std::vector<LocalRef>* refs;
+    const char* field;  // "spec.configFileRefs"
+    bool scripts;       // prologs and epilogs: their files are made executable
+  };
+  // configFileRefs, then the four prolog and epilog lists, in that order.
+  std::array<ConfigRefs, 5> config_refs() const;
 };
 
 struct ControllerStatus {

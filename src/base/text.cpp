@@ -124,4 +124,15 @@ bool json_nested_deeper_than(std::string_view text, size_t limit) {
   return false;
 }
 
+std::string without_controls(std::string_view text, size_t limit) {
+  std::string out;
+  for (const char ch : valid_utf8(text)) {
+    if (static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7f) {
+      out.push_back(ch);
+    }
+  }
+  out.resize(utf8_prefix(out, limit).size());
+  return out;
+}
+
 }  // namespace tightrope

@@ -25,6 +25,10 @@ std::string_view utf8_prefix(std::string_view text, size_t limit);
 // escapes come with it, at most `limit` bytes.
 std::string printable_text(std::string_view text, size_t limit = std::string_view::npos);
 
+// `text` as valid UTF-8 with its control characters (C0 and DEL) dropped, at most `limit` bytes
+// cut between characters: a reason Slurm keeps on one line, and JSON that can be written.
+std::string without_controls(std::string_view text, size_t limit);
+
 // Whether arrays and objects in the JSON `text` nest deeper than `limit`, read without parsing
 // (brackets inside strings do not count). nlohmann::json builds every level it parses and copies
 // and writes documents recursively: a depth checked first bounds both memory and stack.

@@ -82,19 +82,26 @@ class Controller {
     });
   }
 
-  // Any mapping from a changed object to the keys to reconcile.
+  // Any mapping from a changed object to the keys to reconcile. With `matters`, an update
+  // counts only when it says so of (before, after): a write of what the reconciler never reads
+  // (another controller's status) wakes nothing.
   template <typename T>
-  void watch_mapped(Informer<T>& informer, std::function<std::vector<Request>(const T&)> map) {
+  void watch_mapped(Informer<T>& informer, std::function<std::vector<Request>(const T&)> map,
+                    std::function<bool(const T&, const T&)> matters = nullptr) {
     auto shared = std::make_shared<std::function<std::vector<Request>(const T&)>>(std::move(map));
     informer.on_add([this, shared](const std::shared_ptr<const T>& object) {
       enqueue_all((*shared)(*object));
     });
-    informer.on_update([this, shared](const std::shared_ptr<const T>& before,
-                                      const std::shared_ptr<const T>& after) {
-      // An owner may change: both the old and the new mapping need a look.
-      enqueue_all((*shared)(*before));
-      enqueue_all((*shared)(*after));
-    });
+    informer.on_update(
+        [this, shared, matters = std::move(matters)](const std::shared_ptr<const T>& before,
+                                                     const std::shared_ptr<const T>& after) {
+          if (matters && !matters(*before, *after)) {
+            return;
+          }
+          // An owner may change: both the old and the new mapping need a look.
+          enqueue_all((*shared)(*before));
+          enqueue_all((*shared)(*after));
+        });
     informer.on_delete(
         [this, shared](const Deleted<T>& deleted) { enqueue_all((*shared)(*deleted.object)); });
   }

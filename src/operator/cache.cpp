@@ -2,6 +2,42 @@
 
 namespace tightrope::op {
 
+namespace cache_index {
+
+std::vector<std::string> node_of(const kube::Document& pod) {
+  std::string node = pod.doc.value("/spec/nodeName"_json_pointer, std::string());
+  if (node.empty()) {
+    return {};
+  }
+  return {std::move(node)};
+}
+
+std::vector<std::string> controller_of(const kube::Document& object) {
+  const std::string name = object.doc.value("/spec/controllerRef/name"_json_pointer, std::string());
+  if (name.empty()) {
+    return {};
+  }
+  return {kube::object_key(object.meta.namespace_name, name)};
+}
+
+}  // namespace cache_index
+
+std::vector<ResourceCache::Ptr> ResourceCache::by_index(const kube::ResourceType& type,
+                                                        const std::string& index,
+                                                        const std::string& value) const {
+  std::vector<Ptr> out;
+  const auto it = informers_.find(type.resource);
+  if (it == informers_.end()) {
+    return out;
+  }
+  for (const auto* informer : it->second) {
+    for (auto& object : informer->store().by_index(index, value)) {
+      out.push_back(std::move(object));
+    }
+  }
+  return out;
+}
+
 void ResourceCache::add(const kube::ResourceType& type, kube::Informer<kube::Document>* informer) {
   informers_[type.resource].push_back(informer);
 }

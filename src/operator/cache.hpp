@@ -14,6 +14,18 @@
 
 namespace tightrope::op {
 
+// The indexes the operator's cache keeps, so that a reconcile or a watch mapping reads the few
+// objects it concerns instead of scanning every one: at 10,000 workers, every pod on each
+// Node's heartbeat.
+namespace cache_index {
+inline constexpr const char* kOwner = "owner-uid";        // the owners' uids (pods, revisions)
+inline constexpr const char* kNode = "node";              // pods: spec.nodeName
+inline constexpr const char* kController = "controller";  // "<ns>/<spec.controllerRef.name>"
+
+std::vector<std::string> node_of(const kube::Document& pod);
+std::vector<std::string> controller_of(const kube::Document& object);
+}  // namespace cache_index
+
 class ResourceCache {
  public:
   using Ptr = std::shared_ptr<const kube::Document>;
@@ -26,6 +38,11 @@ class ResourceCache {
   std::vector<Ptr> list(const kube::ResourceType& type, const std::string& ns) const;
   // Every cached object of the type, whatever its namespace.
   std::vector<Ptr> list_all(const kube::ResourceType& type) const;
+
+  // Objects of the type whose index `index` yields `value`; the index is added to each of the
+  // type's informers (add_index) before they start.
+  std::vector<Ptr> by_index(const kube::ResourceType& type, const std::string& index,
+                            const std::string& value) const;
 
   // Whether objects of the type are cached at all (whole or by identity).
   bool caches(const kube::ResourceType& type) const;

@@ -15,6 +15,7 @@
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/conditions.hpp"
+#include "operator/nodeset_execute.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
 #include "slurm/hostlist.hpp"
@@ -25,38 +26,9 @@ using nlohmann::json;
 
 namespace {
 
-// Writes in flight at once for one NodeSet: enough that a thousand pods do not wait on one
-// another's round trips, few enough that the API server and slurmrestd are not flooded.
-constexpr size_t kMaxConcurrentWrites = 16;
-constexpr size_t kMaxConcurrentCreates = 32;
-
 bool has_finalizer(const json& object, std::string_view finalizer) {
   const json list = object.value("/metadata/finalizers"_json_pointer, json::array());
   return std::find(list.begin(), list.end(), std::string(finalizer)) != list.end();
-}
-
-// fn(0) ... fn(count - 1), at most `width` at a time, on this thread and helpers.
-void run_parallel(size_t count, size_t width, const std::function<void(size_t)>& fn) {
-  if (count <= 1 || width <= 1) {
-    for (size_t i = 0; i < count; ++i) {
-      fn(i);
-    }
-    return;
-  }
-  std::atomic<size_t> next{0};
-  const auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
-      fn(i);
-    }
-  };
-  std::vector<std::thread> helpers;
-  for (size_t k = 1; k < std::min(count, width); ++k) {
-    helpers.emplace_back(work);
-  }
-  work();
-  for (auto& t : helpers) {
-    t.join();
-  }
 }
 
 }  // namespace
@@ -367,7 +339,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.mirror_slurm_drains = runtime_.options().mirror_slurm_drains;
   world.propagated_node_conditions = runtime_.options().propagated_node_conditions;
 
-  for (const auto& r : cache_.list(kube::resources::controller_revisions(), ns)) {
+  for (const auto& r : cache_.by_index(kube::resources::controller_revisions(), cache_index::kOwner,
+                                       ns_ref.metadata.uid)) {
     const kube::OwnerReference* owner = r->meta.controller_ref();
     if (owner != nullptr && owner->uid == ns_ref.metadata.uid) {
       world.revisions.emplace_back(r->doc.value("revision", int64_t{0}), r->meta.name);
@@ -379,7 +352,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     DecodedPods& known = decoded_[key];
     DecodedPods now;
     now.generation = ns_ref.metadata.generation;
-    for (const auto& p : cache_.list(kube::resources::pods(), ns)) {
+    for (const auto& p :
+         cache_.by_index(kube::resources::pods(), cache_index::kOwner, ns_ref.metadata.uid)) {
       const kube::OwnerReference* owner = p->meta.controller_ref();
       if (owner == nullptr || owner->uid != ns_ref.metadata.uid) {
         continue;
@@ -397,13 +371,33 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     known = std::move(now);
   }
   world.expected = expectations_.pending(key, world.pods, PodExpectations::Clock::now());
-  for (auto& node : cache_.list_all(kube::resources::nodes())) {
-    world.kube_nodes.emplace(node->meta.name, std::move(node));
+  if (ns_ref.spec.scaling_mode == "DaemonSet") {
+    // Any Node may be one a pod is wanted on.
+    for (auto& node : cache_.list_all(kube::resources::nodes())) {
+      world.kube_nodes.emplace(node->meta.name, std::move(node));
+    }
+  } else {
+    // Only the Nodes its pods run on and those its ordinals are pinned to: at 10,000 Nodes a
+    // copy of every one each reconcile is most of a steady reconcile's work.
+    std::set<std::string> names;
+    for (const auto& w : world.pods) {
+      names.insert(w.kube_node);
+      names.insert(w.target_node);
+    }
+    for (const auto& [ordinal, node] : ns_ref.status.ordinal_to_node) {
+      names.insert(node);
+    }
+    names.erase("");
+    for (const auto& name : names) {
+      if (auto node = cache_.get(kube::resources::nodes(), name)) {
+        world.kube_nodes.emplace(name, std::move(node));
+      }
+    }
   }
 
-  // Slurm's side, from the cluster's change feed: no client yet (the Controller makes it, or
-  // lacks a RestApi or jwtKeyRef), a new feed that has not answered yet, or a failing one. Only
-  // the last is an outage; the others are how an operator starts.
+  // Slurm's side, from the cluster's connection (SlurmClients::reach): none yet (or the
+  // Controller lacks a RestApi or jwtKeyRef), a new feed that has not answered yet, or a failing
+  // one. Only the last is an outage; the others are how an operator starts.
   if (!world.controller) {
     return world;
   }
@@ -431,31 +425,29 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     }
   }
   const std::string cluster_key = kube::object_key(ns, world.controller->metadata.name);
+  SlurmView& slurm = world.slurm;
+  const SlurmReach reach = runtime_.slurm().reach(cluster_key);
+  slurm.health = reach.health;
+  slurm.reason = reach.reason;
+  if (!reach.ok()) {
+    slurm.problem = reach.message;
+    return world;
+  }
   const auto feed = runtime_.slurm().feed(cluster_key);
   const auto client = runtime_.slurm().get(cluster_key);
-  SlurmView& slurm = world.slurm;
-  if (!feed || !client) {
+  if (!feed || !client) {  // dropped since: the next reconcile sees why
     slurm.health = SlurmHealth::kNoClient;
-    slurm.problem = "the operator has no Slurm client for Controller " + cluster_key +
-                    " (it needs a RestApi and a jwtKeyRef)";
-  } else if (const auto health = feed->health();
-             !health.synced && health.consecutive_failures == 0) {
-    slurm.health = SlurmHealth::kWaiting;
-    slurm.problem = "waiting for slurmrestd's first answer";
-  } else if (!health.synced || health.consecutive_failures > 0) {
-    slurm.health = SlurmHealth::kUnreachable;
-    slurm.problem = "slurmrestd does not answer: " +
-                    (health.last_error ? health.last_error->message : std::string("not yet read"));
-  } else {
-    slurm.health = SlurmHealth::kSynced;
-    slurm.snapshot = feed->snapshot();
-    if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
-        std::find(world.finalizers.begin(), world.finalizers.end(),
-                  api::kFinalizerNodeSetReservation) != world.finalizers.end()) {
-      // Not NotFound: unreadable. The plan then makes it, and that write says why it fails.
-      if (auto got = client->get_reservation(maintenance_reservation_name(ns_ref))) {
-        slurm.reservation = std::move(*got);
-      }
+    slurm.reason = "NotConnected";
+    slurm.problem = "the connection to this cluster's Slurm was just dropped";
+    return world;
+  }
+  slurm.snapshot = feed->snapshot();
+  if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
+      std::find(world.finalizers.begin(), world.finalizers.end(),
+                api::kFinalizerNodeSetReservation) != world.finalizers.end()) {
+    // Not NotFound: unreadable. The plan then makes it, and that write says why it fails.
+    if (auto got = client->get_reservation(maintenance_reservation_name(ns_ref))) {
+      slurm.reservation = std::move(*got);
     }
   }
   return world;
@@ -465,73 +457,30 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
                                                       const kube::ObjectReference& self,
                                                       const NodeSetWorld& world,
                                                       const std::vector<Action>& actions) {
-  std::vector<std::vector<const Action*>> chains;
-  std::map<std::string, size_t> chain_of;
-  std::vector<const Action*> creations;
+  // The reconciler's writes and events, for the executor.
+  struct Writer final : ActionWriter {
+    NodeSetReconciler& r;
+    const std::string& key;
+    const kube::ObjectReference& self;
+    const NodeSetWorld& world;
+    Writer(NodeSetReconciler& reconciler, const std::string& k, const kube::ObjectReference& s,
+           const NodeSetWorld& w)
+        : r(reconciler), key(k), self(s), world(w) {}
+    std::optional<std::string> write(const Action& a) override { return r.perform(key, world, a); }
+    void succeeded(const Action& a) override {
+      for (const auto& e : a.events) {
+        if (e.warning) {
+          r.runtime_.events().warning(self, e.reason, e.message);
+        } else {
+          r.runtime_.events().normal(self, e.reason, e.message);
+        }
+      }
+    }
+  } writer(*this, key, self, world);
   for (const Action& a : actions) {
     log::debug("nodeset.action", {{"nodeset", key}, {"action", to_string(a.change)}});
-    if (std::holds_alternative<CreatePod>(a.change)) {
-      creations.push_back(&a);
-      continue;
-    }
-    const auto [it, fresh] = chain_of.emplace(a.chain, chains.size());
-    if (fresh) {
-      chains.emplace_back();
-    }
-    chains[it->second].push_back(&a);
   }
-  // Deletions, drains and the NodeSet's own writes first, then creations, then the chains that
-  // only mirror state (pod conditions, labels, node links): a new pod never waits behind a
-  // thousand condition patches for the API server's rate limit.
-  std::vector<const std::vector<const Action*>*> decisions;
-  std::vector<const std::vector<const Action*>*> mirrors;
-  for (const auto& chain : chains) {
-    const bool mirror_only = std::all_of(chain.begin(), chain.end(), [](const Action* a) {
-      return a->on_failure == FailureEffect::kSync;
-    });
-    (mirror_only ? mirrors : decisions).push_back(&chain);
-  }
-  std::mutex mu;
-  std::vector<ActionFailure> failures;
-  const auto run_chain = [&](const std::vector<const Action*>& chain) {
-    for (const Action* a : chain) {
-      if (auto error = perform(key, world, *a)) {
-        std::lock_guard lock(mu);
-        failures.push_back({a, to_string(a->change) + ": " + *error});
-        if (a->guards_rest) {
-          break;
-        }
-        continue;
-      }
-      for (const auto& e : a->events) {
-        if (e.warning) {
-          runtime_.events().warning(self, e.reason, e.message);
-        } else {
-          runtime_.events().normal(self, e.reason, e.message);
-        }
-      }
-    }
-  };
-  run_parallel(decisions.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(*decisions[i]); });
-  // A pod would wait for what a failed write of the NodeSet's own objects did not make.
-  const bool objects_failed = std::any_of(failures.begin(), failures.end(), [](const auto& f) {
-    return f.action->on_failure == FailureEffect::kApply;
-  });
-  // Slow start, as Kubernetes' own controllers create pods: batches of 1, 2, 4, ... up to
-  // kMaxConcurrentCreates at once, each only after the previous one fully succeeded, so that a
-  // refusal (quota, admission) costs one request.
-  for (size_t next = 0, batch = 1; !objects_failed && next < creations.size();
-       batch = std::min(batch * 2, kMaxConcurrentCreates)) {
-    const size_t end = std::min(creations.size(), next + batch);
-    const size_t failed_before = failures.size();
-    run_parallel(end - next, batch, [&](size_t i) { run_chain({creations[next + i]}); });
-    next = end;
-    if (failures.size() > failed_before) {
-      break;
-    }
-  }
-  run_parallel(mirrors.size(), kMaxConcurrentWrites, [&](size_t i) { run_chain(*mirrors[i]); });
-  return failures;
+  return execute_actions(actions, writer);
 }
 
 namespace {
@@ -563,18 +512,117 @@ std::optional<std::string> slurm_error(const R& result, bool gone_is_fine = fals
 
 }  // namespace
 
-std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
-                                                      const NodeSetWorld& world,
-                                                      const Action& action) {
+auto NodeSetReconciler::kube_writes(const std::string& key, const NodeSetWorld& world) {
   const api::NodeSet& n = world.nodeset;
   const std::string& ns = n.metadata.namespace_name;
   kube::Client& kube = runtime_.kube();
+  return Overloaded{
+      [&](const CreateRevision& c) { return kube_error(runtime_.apply(c.revision)); },
+      [&](const CreateComputeDomain& c) -> std::optional<std::string> {
+        auto made = kube.create(resources::compute_domains(), ns, c.domain);
+        if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+          return made.error().message;
+        }
+        return std::nullopt;
+      },
+      [&](const CreateSshHostKeys&) -> std::optional<std::string> {
+        // Created, never applied: a key written over looks like an attack to users' ssh.
+        auto made = kube.create(kube::resources::secrets(), ns,
+                                build::build_nodeset_host_keys_secret(n, generate_ssh_host_keys()));
+        if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+          return made.error().message;
+        }
+        log::info("nodeset.host_keys_generated", {{"nodeset", key}});
+        return std::nullopt;
+      },
+      [&](const ApplyObject& c) -> std::optional<std::string> {
+        auto stored = runtime_.apply(c.object);
+        if (!stored) {
+          return stored.error().message;
+        }
+        applied_.remember(c.object, *stored);
+        return std::nullopt;
+      },
+      [&](const DeleteRevision& c) {
+        return kube_error(runtime_.remove_owned(kube::resources::controller_revisions(), ns, c.name,
+                                                n.metadata.uid));
+      },
+      [&](const SetFinalizers& c) {
+        // With the resourceVersion the patch fails on a concurrent change instead of
+        // losing it.
+        json patch = json::object();
+        patch["metadata"]["finalizers"] = c.finalizers;
+        patch["metadata"]["resourceVersion"] = world.resource_version;
+        return kube_error(
+            kube.patch(resources::nodesets(), ns, n.metadata.name, kube::PatchType::kMerge, patch));
+      },
+      [&](const CreatePod& c) -> std::optional<std::string> {
+        for (const auto& claim : c.claims) {
+          auto made = kube.create(kube::resources::persistent_volume_claims(), ns, claim);
+          if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+            return "PersistentVolumeClaim " + claim["metadata"].value("name", "") + ": " +
+                   made.error().message;
+          }
+        }
+        auto made = kube.create(kube::resources::pods(), ns, c.pod);
+        if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
+          return made.error().message;
+        }
+        expectations_.created(key, c.name, PodExpectations::Clock::now());
+        return std::nullopt;
+      },
+      [&](const DeletePod& c) -> std::optional<std::string> {
+        kube::DeleteOptions options;
+        options.precondition_uid = c.uid;
+        if (auto error =
+                kube_error(kube.remove(kube::resources::pods(), ns, c.name, options), true)) {
+          return error;
+        }
+        expectations_.deleted(key, c.uid, PodExpectations::Clock::now());
+        log::info("nodeset.pod_deleted", {{"nodeset", key}, {"pod", c.name}, {"why", c.why}});
+        return std::nullopt;
+      },
+      [&](const GiveClaimsToPod& c) -> std::optional<std::string> {
+        for (const auto& [claim, owners] : c.owners) {
+          json patch = json::object();
+          patch["metadata"]["ownerReferences"] = owners;
+          if (auto error = kube_error(kube.patch(kube::resources::persistent_volume_claims(), ns,
+                                                 claim, kube::PatchType::kMerge, patch),
+                                      true)) {
+            return "PersistentVolumeClaim " + claim + ": " + *error;
+          }
+        }
+        return std::nullopt;
+      },
+      [&](const PatchPod& c) {
+        // A pod gone meanwhile needs nothing more.
+        auto error = kube_error(
+            kube.patch(kube::resources::pods(), ns, c.name,
+                       c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
+                       c.patch, c.status ? "status" : ""),
+            true);
+        if (!error && !c.uid.empty()) {
+          expectations_.patched(key, c.uid, c.seen_version, PodExpectations::Clock::now());
+        }
+        return error;
+      },
+      [&](const PatchKubeNode& c) {
+        return kube_error(
+            kube.patch(kube::resources::nodes(), "", c.name,
+                       c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
+                       c.patch, c.status ? "status" : ""));
+      }};
+}
+
+auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld& world) {
+  const api::NodeSet& n = world.nodeset;
   // A Slurm write: through the Controller's client, and at most a few at once for the whole
   // operator, since slurmrestd serves users and slurmd registrations too.
   const auto slurm_write =
-      [&](const std::function<std::optional<std::string>(slurm::Client&)>& write)
+      [this, &n](const std::function<std::optional<std::string>(slurm::Client&)>& write)
       -> std::optional<std::string> {
-    const auto client = runtime_.slurm().get(kube::object_key(ns, n.spec.controller_ref.name));
+    const auto client = runtime_.slurm().get(
+        kube::object_key(n.metadata.namespace_name, n.spec.controller_ref.name));
     if (!client) {
       return "the operator has no Slurm client for this NodeSet's Controller";
     }
@@ -585,146 +633,53 @@ std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
     } release{slurm_writes_};
     return write(*client);
   };
-
-  return std::visit(
-      Overloaded{
-          [&](const CreateRevision& c) { return kube_error(runtime_.apply(c.revision)); },
-          [&](const CreateComputeDomain& c) -> std::optional<std::string> {
-            auto made = kube.create(resources::compute_domains(), ns, c.domain);
-            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-              return made.error().message;
-            }
-            return std::nullopt;
-          },
-          [&](const CreateSshHostKeys&) -> std::optional<std::string> {
-            // Created, never applied: a key written over looks like an attack to users' ssh.
-            auto made =
-                kube.create(kube::resources::secrets(), ns,
-                            build::build_nodeset_host_keys_secret(n, generate_ssh_host_keys()));
-            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-              return made.error().message;
-            }
-            log::info("nodeset.host_keys_generated", {{"nodeset", key}});
-            return std::nullopt;
-          },
-          [&](const ApplyObject& c) -> std::optional<std::string> {
-            auto stored = runtime_.apply(c.object);
-            if (!stored) {
-              return stored.error().message;
-            }
-            applied_.remember(c.object, *stored);
-            return std::nullopt;
-          },
-          [&](const DeleteRevision& c) {
-            return kube_error(runtime_.remove_owned(kube::resources::controller_revisions(), ns,
-                                                    c.name, n.metadata.uid));
-          },
-          [&](const SetFinalizers& c) {
-            // With the resourceVersion the patch fails on a concurrent change instead of
-            // losing it.
-            json patch = json::object();
-            patch["metadata"]["finalizers"] = c.finalizers;
-            patch["metadata"]["resourceVersion"] = world.resource_version;
-            return kube_error(kube.patch(resources::nodesets(), ns, n.metadata.name,
-                                         kube::PatchType::kMerge, patch));
-          },
-          [&](const CreatePod& c) -> std::optional<std::string> {
-            for (const auto& claim : c.claims) {
-              auto made = kube.create(kube::resources::persistent_volume_claims(), ns, claim);
-              if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-                return "PersistentVolumeClaim " + claim["metadata"].value("name", "") + ": " +
-                       made.error().message;
-              }
-            }
-            auto made = kube.create(kube::resources::pods(), ns, c.pod);
-            if (!made && made.error().kind != kube::ErrorKind::kAlreadyExists) {
-              return made.error().message;
-            }
-            expectations_.created(key, c.name, PodExpectations::Clock::now());
-            return std::nullopt;
-          },
-          [&](const DeletePod& c) -> std::optional<std::string> {
-            kube::DeleteOptions options;
-            options.precondition_uid = c.uid;
-            if (auto error =
-                    kube_error(kube.remove(kube::resources::pods(), ns, c.name, options), true)) {
-              return error;
-            }
-            expectations_.deleted(key, c.uid, PodExpectations::Clock::now());
-            log::info("nodeset.pod_deleted", {{"nodeset", key}, {"pod", c.name}, {"why", c.why}});
-            return std::nullopt;
-          },
-          [&](const GiveClaimsToPod& c) -> std::optional<std::string> {
-            for (const auto& [claim, owners] : c.owners) {
-              json patch = json::object();
-              patch["metadata"]["ownerReferences"] = owners;
-              if (auto error = kube_error(kube.patch(kube::resources::persistent_volume_claims(),
-                                                     ns, claim, kube::PatchType::kMerge, patch),
-                                          true)) {
-                return "PersistentVolumeClaim " + claim + ": " + *error;
-              }
-            }
-            return std::nullopt;
-          },
-          [&](const PatchPod& c) {
-            // A pod gone meanwhile needs nothing more.
-            auto error = kube_error(
-                kube.patch(kube::resources::pods(), ns, c.name,
-                           c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
-                           c.patch, c.status ? "status" : ""),
-                true);
-            if (!error && !c.uid.empty()) {
-              expectations_.patched(key, c.uid, c.seen_version, PodExpectations::Clock::now());
-            }
-            return error;
-          },
-          [&](const PatchKubeNode& c) {
-            return kube_error(
-                kube.patch(kube::resources::nodes(), "", c.name,
-                           c.status ? kube::PatchType::kStrategicMerge : kube::PatchType::kMerge,
-                           c.patch, c.status ? "status" : ""));
-          },
-          [&](const DrainSlurmNode& c) {
-            return slurm_write([&](slurm::Client& client) {
-              log::info("nodeset.draining",
-                        {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
-              return slurm_error(client.drain(c.node, c.reason));
-            });
-          },
-          [&](const UndrainSlurmNode& c) {
-            return slurm_write([&](slurm::Client& client) {
-              log::info("nodeset.undraining", {{"nodeset", key}, {"node", c.node}});
-              return slurm_error(client.undrain(c.node));
-            });
-          },
-          [&](const ResumeSlurmNode& c) {
-            return slurm_write(
-                [&](slurm::Client& client) { return slurm_error(client.resume(c.node)); });
-          },
-          [&](const UpdateSlurmNode& c) {
-            return slurm_write([&](slurm::Client& client) {
-              return slurm_error(client.update_node(c.node, c.update));
-            });
-          },
-          [&](const DeleteSlurmNode& c) {
-            return slurm_write([&](slurm::Client& client) {
-              log::info("nodeset.slurm_node_deleted", {{"nodeset", key}, {"node", c.node}});
-              return slurm_error(client.delete_node(c.node), true);
-            });
-          },
-          [&](const ReleaseReservation& c) {
-            return slurm_write([&](slurm::Client& client) {
-              return slurm_error(client.delete_reservation(c.name), true);
-            });
-          },
-          [&](const SyncReservation& c) {
-            return slurm_write([&](slurm::Client& client) {
-              return c.update ? slurm_error(client.update_reservation(c.wanted.name, *c.update))
-                              : slurm_error(client.create_reservation(c.wanted));
-            });
-          },
+  // The visitor outlives this call: slurm_write is copied into it, references stay references.
+  return Overloaded{
+      [slurm_write, &key](const DrainSlurmNode& c) {
+        return slurm_write([&](slurm::Client& client) {
+          log::info("nodeset.draining", {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
+          return slurm_error(client.drain(c.node, c.reason));
+        });
       },
-      action.change);
+      [slurm_write, &key](const UndrainSlurmNode& c) {
+        return slurm_write([&](slurm::Client& client) {
+          log::info("nodeset.undraining", {{"nodeset", key}, {"node", c.node}});
+          return slurm_error(client.undrain(c.node));
+        });
+      },
+      [slurm_write, &key](const ResumeSlurmNode& c) {
+        return slurm_write(
+            [&](slurm::Client& client) { return slurm_error(client.resume(c.node)); });
+      },
+      [slurm_write, &key](const UpdateSlurmNode& c) {
+        return slurm_write([&](slurm::Client& client) {
+          return slurm_error(client.update_node(c.node, c.update));
+        });
+      },
+      [slurm_write, &key](const DeleteSlurmNode& c) {
+        return slurm_write([&](slurm::Client& client) {
+          log::info("nodeset.slurm_node_deleted", {{"nodeset", key}, {"node", c.node}});
+          return slurm_error(client.delete_node(c.node), true);
+        });
+      },
+      [slurm_write, &key](const ReleaseReservation& c) {
+        return slurm_write([&](slurm::Client& client) {
+          return slurm_error(client.delete_reservation(c.name), true);
+        });
+      },
+      [slurm_write, &key](const SyncReservation& c) {
+        return slurm_write([&](slurm::Client& client) {
+          return c.update ? slurm_error(client.update_reservation(c.wanted.name, *c.update))
+                          : slurm_error(client.create_reservation(c.wanted));
+        });
+      }};
+}
+
+std::optional<std::string> NodeSetReconciler::perform(const std::string& key,
+                                                      const NodeSetWorld& world,
+                                                      const Action& action) {
+  // Every Change has its write in one of the two: one without does not compile.
+  return std::visit(Overloaded{kube_writes(key, world), slurm_writes(key, world)}, action.change);
 }
 
 }  // namespace tightrope::op

@@ -96,14 +96,16 @@ class NodeSetReconciler : public ResourceReconciler {
   // Why new pods must wait for slurmctld to run a configuration with the NodeSet in it
   // (build::slurmctld_lacks_nodeset); nullopt when it does, or when slurmctld is external.
   std::optional<Readiness> slurmctld_has_loaded(const api::NodeSet& n, const api::Controller& c);
-  // Runs the actions, each chain in order and chains side by side (at most
-  // kMaxConcurrentWrites at once): deletions and drains, then pod creations in slow-start
-  // batches, then the chains that only mirror state; returns those that failed.
+  // Runs the actions through execute_actions (nodeset_execute.hpp), writing with perform and
+  // recording each success's events; returns those that failed.
   std::vector<ActionFailure> execute(const std::string& key, const kube::ObjectReference& self,
                                      const NodeSetWorld& world, const std::vector<Action>& actions);
   // One action; an error message when it failed.
   std::optional<std::string> perform(const std::string& key, const NodeSetWorld& world,
                                      const Action& action);
+  // The writes of each Change, as the overloads of one visitor: to Kubernetes and to Slurm.
+  auto kube_writes(const std::string& key, const NodeSetWorld& world);
+  auto slurm_writes(const std::string& key, const NodeSetWorld& world);
 
   // A NodeSet being deleted whose spec cannot be read: its pods and finalizers stay, and
   // DeletionBlocked, Ready and a Warning event say why and the ways out.

@@ -1,7 +1,9 @@
 // The NodeSet controller's decisions, as pure functions of what it observed (NodeSetWorld): which
 // pods go and when, what Slurm and Kubernetes are told, what the status says. A reconcile
-// observes (nodeset.cpp), plans here, and executes the plan's Actions; nothing here writes or
-// reads a client, so every decision is table-tested without a cluster.
+// observes (nodeset.cpp), plans (nodeset_plan.cpp, by the rules of nodeset_rules.cpp over the
+// pods of nodeset_pods.cpp), executes the plan's Actions (nodeset_execute.cpp) and concludes
+// (nodeset_conclude.cpp); nothing here writes or reads a client, so every decision is
+// table-tested without a cluster.
 #pragma once
 
 #include <chrono>
@@ -131,6 +133,9 @@ std::vector<std::string> slurm_condition_types(const slurm::Node& node);
 
 // Drained: DRAIN and no work left. Only then may its pod go.
 bool slurm_drained(const slurm::Node& node);
+// A node whose pod is to go must be drained (again): not DRAIN, or DRAIN being undone (UNDRAIN).
+// Scale-in, updates and deletion alike.
+bool drain_needed(const slurm::Node& node);
 
 // The reason the operator gives Slurm for a cordoned Kubernetes node: the node's
 // node-cordon-reason annotation (control characters dropped, at most 256 characters), else a
@@ -150,6 +155,14 @@ std::string condemned_reason(const std::string& key, const std::string& why);
 // older gres.conf), which a later registration has since answered: the node may be undrained.
 bool stale_registration_drain(const slurm::Node& node);
 
+// Slurm repeats a reservation with one of these flags (HOURLY, DAILY, ...), moving its window on
+// by itself.
+bool recurring_reservation(const std::vector<std::string>& flags);
+// `text` as a reason the operator gives Slurm: with its prefix (operator_reason).
+std::string with_operator_prefix(const std::string& text);
+// The pod conditions that mirror a Slurm node's state: SlurmNodeStateIdle, ...Drain, ...
+inline constexpr std::string_view kSlurmConditionPrefix = "SlurmNodeState";
+
 // ScheduledUpdate: outdated pods are replaced inside a Slurm maintenance reservation named
 // SlurmOperatorMaint-<nodeset>, which exists while an update is pending.
 std::string maintenance_reservation_name(const api::NodeSet& n);
@@ -164,16 +177,15 @@ Result<slurm::Reservation, std::string> maintenance_reservation(const api::NodeS
 
 // ---- Observe: what a reconcile knows ----
 
-// Whether the cluster's Slurm can be asked. Only kSynced lets a running pod go.
-enum class SlurmHealth {
-  kNoClient,     // no client for the Controller yet (it needs a RestApi and a jwtKeyRef)
-  kWaiting,      // a new feed that has not answered yet
-  kUnreachable,  // the feed fails
-  kSynced,
-};
+// DeletionBlocked's reason while Slurm cannot be asked: NoSlurmClient, WaitingForSlurm,
+// SlurmUnreachable ("" when it can).
+std::string slurm_reason(SlurmHealth health);
 
 struct SlurmView {
+  // Whether the cluster's Slurm can be asked (SlurmClients::reach). Only kSynced lets a running
+  // pod go.
   SlurmHealth health = SlurmHealth::kNoClient;
+  std::string reason;   // SlurmReachable's reason ("" in tests: told from health)
   std::string problem;  // why it is not kSynced
   // One poll's nodes and jobs, shared with the feed (never copied); empty unless kSynced.
   slurm::SlurmSnapshot snapshot;
@@ -200,7 +212,8 @@ struct NodeSetWorld {
   std::vector<std::pair<int64_t, std::string>> revisions;
   std::vector<WorkerPod> pods;  // the cache's, decoded
   PendingPods expected;
-  // Every Kubernetes Node, by name, as the cache holds it (shared, not copied).
+  // The Kubernetes Nodes, by name, as the cache holds them (shared, not copied): every one in
+  // DaemonSet mode, else those its pods run on and its ordinals are pinned to.
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
@@ -350,12 +363,9 @@ struct NodeSetPlan {
   std::string failing;                        // the first pod that cannot start, and how many more
   std::string unschedulable;                  // the first pod no Node can take, and how many more
   std::string unbuildable;                    // why a pod that is wanted cannot be built
-  bool awaits_prerequisite = false;           // pods are wanted, but pods_wait_for says why not
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
   std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
-  bool reservation_changed = false;           // look again soon: the window follows Slurm
   nlohmann::json status = nlohmann::json::object();
-  bool status_changed = false;
   int64_t want = 0;
   int64_t replicas = 0;
   int64_t ready = 0;
@@ -365,9 +375,12 @@ struct NodeSetPlan {
   std::string revision;
   // Deletion (plan_deletion): what is left to do, for Ready's message ("" when nothing), and
   // whether the plan lets go of the NodeSet's last finalizer (it is gone after: no status).
-  bool deleting = false;
   std::string deletion_left;
+  bool deleting = false;
   bool releases_nodeset = false;
+  bool awaits_prerequisite = false;  // pods are wanted, but pods_wait_for says why not
+  bool reservation_changed = false;  // look again soon: the window follows Slurm
+  bool status_changed = false;
 };
 
 // How long a deleted NodeSet waits for what it cannot make go and where nothing can be lost:

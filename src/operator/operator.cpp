@@ -6,6 +6,7 @@
 #include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "operator/resources.hpp"
+#include "operator/watches.hpp"
 
 namespace tightrope::op {
 
@@ -52,50 +53,6 @@ void keep_waiting_states(simdjson::dom::element object, kube::Document* out) {
   }
 }
 
-// True when `spec` names `name` in any *Ref or *Refs field (a Secret, a ConfigMap, a Controller,
-// an Accounting): enough to map a change of the named object to the resources that use it.
-bool references(const json& value, const std::string& name, bool in_ref = false) {
-  if (value.is_object()) {
-    if (in_ref && value.value("name", json()) == name) {
-      return true;
-    }
-    for (const auto& [key, child] : value.items()) {
-      const bool ref = key.size() > 3 && (key.ends_with("Ref") || key.ends_with("Refs"));
-      if ((ref || (in_ref && child.is_array())) && references(child, name, ref || in_ref)) {
-        return true;
-      }
-      if (!ref && child.is_object() && references(child, name, false)) {
-        return true;
-      }
-    }
-  } else if (value.is_array() && in_ref) {
-    for (const auto& item : value) {
-      if (references(item, name, true)) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
-std::vector<Request> referencing(const ResourceCache& cache, const kube::ResourceType& type,
-                                 const std::string& ns, const std::string& name) {
-  std::vector<Request> out;
-  for (const auto& doc : cache.list(type, ns)) {
-    const auto spec = doc->doc.find("spec");
-    if (spec != doc->doc.end() && references(*spec, name)) {
-      out.push_back({ns, doc->meta.name});
-    }
-  }
-  return out;
-}
-
-// The Controller a ConfigMap, Service or StatefulSet belongs to, by owner reference.
-std::string owning(const kube::ObjectMeta& meta, const std::string& kind) {
-  const kube::OwnerReference* owner = meta.controller_ref();
-  return owner != nullptr && owner->kind == kind ? owner->name : "";
-}
-
 }  // namespace
 
 Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
@@ -113,7 +70,8 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
       accounting_reconciler_(runtime_, cache_),
       loginset_reconciler_(runtime_, cache_),
       token_reconciler_(runtime_, cache_),
-      nodeset_reconciler_(runtime_, cache_) {
+      nodeset_reconciler_(runtime_, cache_),
+      connection_reconciler_(runtime_, cache_) {
   if (metrics_ != nullptr) {
     nodeset_metrics_ = std::make_unique<NodeSetMetrics>(*metrics_);
     nodeset_reconciler_.use_metrics(nodeset_metrics_.get());
@@ -129,6 +87,19 @@ Operator::~Operator() {
 }
 
 void Operator::wire() {
+  make_controllers();
+  wire_slurm();
+  wire_nodes();
+  std::vector<std::string> namespaces = runtime_.options().namespaces;
+  if (namespaces.empty()) {
+    namespaces.emplace_back();  // all
+  }
+  for (const auto& ns : namespaces) {
+    wire_namespace(watch_namespace(ns));
+  }
+}
+
+void Operator::make_controllers() {
   const auto make = [&](const char* name, kube::Reconciler& reconciler) {
     kube::ControllerOptions options;
     options.name = name;
@@ -139,39 +110,34 @@ void Operator::wire() {
     controllers_.push_back(std::make_unique<kube::Controller>(options, reconciler));
     return controllers_.back().get();
   };
-  kube::Controller* controllers = make("controller", controller_reconciler_);
-  kube::Controller* restapis = make("restapi", restapi_reconciler_);
-  kube::Controller* accountings = make("accounting", accounting_reconciler_);
-  kube::Controller* loginsets = make("loginset", loginset_reconciler_);
-  kube::Controller* tokens = make("token", token_reconciler_);
-  kube::Controller* nodesets = make("nodeset", nodeset_reconciler_);
+  by_kind_.controllers = make("controller", controller_reconciler_);
+  by_kind_.restapis = make("restapi", restapi_reconciler_);
+  by_kind_.accountings = make("accounting", accounting_reconciler_);
+  by_kind_.loginsets = make("loginset", loginset_reconciler_);
+  by_kind_.tokens = make("token", token_reconciler_);
+  by_kind_.nodesets = make("nodeset", nodeset_reconciler_);
+  by_kind_.connections = make("slurm-connection", connection_reconciler_);
+}
 
+std::vector<ResourceCache::Ptr> Operator::nodesets_of(const std::string& ns,
+                                                      const std::string& controller) const {
+  return cache_.by_index(resources::nodesets(), cache_index::kController,
+                         kube::object_key(ns, controller));
+}
+
+void Operator::wire_slurm() {
   // Slurm changed (nodes, jobs, or whether it answers): the NodeSets those nodes belong to look
-  // again; all of the cluster's when that cannot be told.
-  const ResourceCache* shared_cache = &cache_;
-  // The NodeSets of one Controller, as the cache has them.
-  const auto nodeset_docs_of = [shared_cache](const std::string& ns,
-                                              const std::string& controller) {
-    std::vector<ResourceCache::Ptr> out;
-    for (auto& doc : shared_cache->list(resources::nodesets(), ns)) {
-      if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == controller) {
-        out.push_back(std::move(doc));
-      }
-    }
-    return out;
-  };
-  const auto nodesets_of = [nodeset_docs_of](const std::string& ns, const std::string& controller) {
-    std::vector<Request> out;
-    for (const auto& doc : nodeset_docs_of(ns, controller)) {
-      out.push_back({ns, doc->meta.name});
-    }
-    return out;
-  };
+  // again; all of the cluster's when that cannot be told, and the Controller when its reach may
+  // have changed.
+  kube::Controller* const controllers = by_kind_.controllers;
+  kube::Controller* const nodesets = by_kind_.nodesets;
   NodeSetMetrics* const sync = nodeset_metrics_.get();
-  slurm_.set_listener([nodesets, nodeset_docs_of, sync](const std::string& controller_key,
-                                                        const NodeSetIndex::Touched* touched) {
+  slurm_.set_listener([this, nodesets, controllers, sync](const std::string& controller_key,
+                                                          const NodeSetIndex::Touched* touched) {
     const Request controller = Request::from_key(controller_key);
-    if (touched != nullptr) {
+    if (touched == nullptr) {
+      controllers->enqueue(controller);  // SlurmReachable
+    } else {
       const auto now = NodeSetMetrics::Clock::now();
       for (const auto& name : touched->nodesets) {
         if (sync != nullptr) {
@@ -185,7 +151,7 @@ void Operator::wire() {
     }
     // Nodes no link names yet: by their features, NodeSets being decoded only now.
     std::vector<NodeSetFeature> candidates;
-    for (const auto& doc : nodeset_docs_of(controller.namespace_name, controller.name)) {
+    for (const auto& doc : nodesets_of(controller.namespace_name, controller.name)) {
       if (auto n = api::decode_nodeset(doc->doc)) {
         candidates.push_back({doc->meta.name, n->slurm_name()});
       }
@@ -198,34 +164,20 @@ void Operator::wire() {
       }
     }
   });
+}
 
-  std::vector<std::string> namespaces = runtime_.options().namespaces;
-  if (namespaces.empty()) {
-    namespaces.emplace_back();  // all
-  }
-  const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
-  const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
+void Operator::wire_nodes() {
   // Nodes are cluster-wide: one informer whatever the namespaces. A node's change (cordon,
-  // annotations) concerns the NodeSets with pods on it, and every DaemonSet-mode NodeSet.
+  // annotations) concerns the NodeSets with pods on it (nodesets_on_node), and every
+  // DaemonSet-mode NodeSet.
   auto& kube_nodes =
       factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
   cache_.add(kube::resources::nodes(), &kube_nodes);
   informers_.push_back(&kube_nodes);
-  nodesets->watch_mapped<Document>(kube_nodes, [shared_cache, sync](const Document& node) {
-    std::vector<Request> out;
-    // DaemonSet-mode NodeSets: any Node may start or stop being theirs.
-    for (const auto& nodeset : shared_cache->list_all(resources::nodesets())) {
-      if (nodeset->doc.value("/spec/scalingMode"_json_pointer, std::string()) == "DaemonSet") {
-        out.push_back({nodeset->meta.namespace_name, nodeset->meta.name});
-      }
-    }
-    for (const auto& pod : shared_cache->list_all(kube::resources::pods())) {
-      const kube::OwnerReference* owner = pod->meta.controller_ref();
-      if (owner != nullptr && owner->kind == "NodeSet" &&
-          pod->doc.value("/spec/nodeName"_json_pointer, std::string()) == node.meta.name) {
-        out.push_back({pod->meta.namespace_name, owner->name});
-      }
-    }
+  const ResourceCache* cache = &cache_;
+  NodeSetMetrics* const sync = nodeset_metrics_.get();
+  by_kind_.nodesets->watch_mapped<Document>(kube_nodes, [cache, sync](const Document& node) {
+    std::vector<Request> out = nodesets_on_node(*cache, node);
     if (sync != nullptr) {
       const auto now = NodeSetMetrics::Clock::now();
       for (const auto& r : out) {
@@ -236,180 +188,188 @@ void Operator::wire() {
   });
   // A clique appearing, going or changing size rewrites every cluster's topology.yaml; other
   // Node changes (heartbeats, most of them) concern no Controller.
-  const auto every_controller = [controllers, shared_cache] {
-    for (const auto& c : shared_cache->list_all(resources::controllers())) {
+  kube::Controller* const controllers = by_kind_.controllers;
+  const auto every_controller = [controllers, cache] {
+    for (const auto& c : cache->list_all(resources::controllers())) {
       controllers->enqueue({c->meta.namespace_name, c->meta.name});
     }
   };
-  const auto clique = [](const Document& node) {
-    return node.doc.value("/metadata/labels"_json_pointer, json::object())
-        .value(std::string(api::kLabelGpuClique), std::string());
+  kube_nodes.on_add([every_controller](const std::shared_ptr<const Document>& node) {
+    if (!gpu_clique(*node).empty()) {
+      every_controller();
+    }
+  });
+  kube_nodes.on_update([every_controller](const std::shared_ptr<const Document>& before,
+                                          const std::shared_ptr<const Document>& after) {
+    if (gpu_clique(*before) != gpu_clique(*after)) {
+      every_controller();
+    }
+  });
+  kube_nodes.on_delete([every_controller](const kube::Deleted<Document>& gone) {
+    if (gone.object == nullptr || !gpu_clique(*gone.object).empty()) {
+      every_controller();
+    }
+  });
+}
+
+Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
+  const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
+  const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
+  const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
+    auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
+    cache_.add(type, &informer);
+    informers_.push_back(&informer);
+    return informer;
   };
-  kube_nodes.on_add([every_controller, clique](const std::shared_ptr<const Document>& node) {
-    if (!clique(*node).empty()) {
-      every_controller();
-    }
-  });
-  kube_nodes.on_update([every_controller, clique](const std::shared_ptr<const Document>& before,
-                                                  const std::shared_ptr<const Document>& after) {
-    if (clique(*before) != clique(*after)) {
-      every_controller();
-    }
-  });
-  kube_nodes.on_delete([every_controller, clique](const kube::Deleted<Document>& gone) {
-    if (gone.object == nullptr || !clique(*gone.object).empty()) {
-      every_controller();
-    }
-  });
-  for (const auto& ns : namespaces) {
-    const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
-      auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
-      cache_.add(type, &informer);
-      informers_.push_back(&informer);
-      return informer;
-    };
-    auto& controller_inf = crd(resources::controllers());
-    auto& nodeset_inf = crd(resources::nodesets());
-    auto& restapi_inf = crd(resources::restapis());
-    auto& accounting_inf = crd(resources::accountings());
-    auto& loginset_inf = crd(resources::loginsets());
-    auto& token_inf = crd(resources::tokens());
-    const auto meta = [&](const kube::ResourceType& type,
-                          const std::string& selector) -> Informer<MetaOnly>& {
-      auto& informer = factory_.informer<MetaOnly>(type, ns, kube::decode_meta_only, selector);
-      cache_.add_meta(type, &informer);
-      informers_.push_back(&informer);
-      return informer;
-    };
-    // Secrets and ConfigMaps: every one, since users' own are referenced by name.
-    auto& secrets = meta(kube::resources::secrets(), "");
-    auto& config_maps = meta(kube::resources::config_maps(), "");
-    auto& services = meta(kube::resources::services(), managed);
-    auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
-    auto& deployments = meta(kube::resources::deployments(), managed);
-    const auto cached = [&](const kube::ResourceType& type,
-                            const std::string& selector) -> Informer<Document>& {
-      auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);
-      cache_.add(type, &informer);
-      informers_.push_back(&informer);
-      return informer;
-    };
-    // slurmd pods without their containers, volumes and container statuses, which no reconciler
-    // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
-    // a waiting state stays (with a crash loop's last exit), which says why a container does not
-    // start.
-    auto& worker_pods = factory_.informer<Document>(
-        kube::resources::pods(), ns,
-        [](simdjson::dom::element object, Document* out) {
-          static constexpr std::array<kube::FieldPath, 6> kUnread = {
-              {{"spec", "containers"},
-               {"spec", "initContainers"},
-               {"spec", "volumes"},
-               {"spec", "tolerations"},
-               {"status", "containerStatuses"},
-               {"status", "initContainerStatuses"}}};
-          auto decoded = kube::decode_document_without(object, out, kUnread);
-          if (decoded) {
-            keep_waiting_states(object, out);
-          }
-          return decoded;
-        },
-        workers);
-    cache_.add(kube::resources::pods(), &worker_pods);
-    informers_.push_back(&worker_pods);
-    auto& revisions = cached(kube::resources::controller_revisions(), managed);
-
-    const ResourceCache* cache = &cache_;
-    controllers->watch_primary(controller_inf);
-    for (auto* owned : {&services, &stateful_sets, &config_maps}) {
-      controllers->watch_owned(*owned, "Controller");
-    }
-    controllers->watch_mapped<Document>(nodeset_inf, [](const Document& n) {
-      const std::string name = n.doc.value("/spec/controllerRef/name"_json_pointer, std::string());
-      return name.empty() ? std::vector<Request>{}
-                          : std::vector<Request>{{n.meta.namespace_name, name}};
-    });
-    controllers->watch_mapped<Document>(restapi_inf, [](const Document& r) {
-      const std::string name = r.doc.value("/spec/controllerRef/name"_json_pointer, std::string());
-      return name.empty() ? std::vector<Request>{}
-                          : std::vector<Request>{{r.meta.namespace_name, name}};
-    });
-    controllers->watch_mapped<Document>(accounting_inf, [cache](const Document& a) {
-      return referencing(*cache, resources::controllers(), a.meta.namespace_name, a.meta.name);
-    });
-    for (auto* named : {&secrets, &config_maps}) {
-      controllers->watch_mapped<MetaOnly>(*named, [cache](const MetaOnly& o) {
-        return referencing(*cache, resources::controllers(), o.meta.namespace_name, o.meta.name);
-      });
-    }
-
-    restapis->watch_primary(restapi_inf);
-    for (auto* owned : {&services, &deployments}) {
-      restapis->watch_owned(*owned, "RestApi");
-    }
-    // A Controller or its ConfigMap changed: its RestApis and LoginSets follow.
-    const auto of_controller = [cache](const kube::ResourceType& type, const std::string& ns_name,
-                                       const std::string& controller) {
-      std::vector<Request> out;
-      for (const auto& doc : cache->list(type, ns_name)) {
-        if (doc->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == controller) {
-          out.push_back({ns_name, doc->meta.name});
+  auto& controller_inf = crd(resources::controllers());
+  auto& nodeset_inf = crd(resources::nodesets());
+  nodeset_inf.store().add_index(cache_index::kController, cache_index::controller_of);
+  auto& restapi_inf = crd(resources::restapis());
+  restapi_inf.store().add_index(cache_index::kController, cache_index::controller_of);
+  auto& accounting_inf = crd(resources::accountings());
+  auto& loginset_inf = crd(resources::loginsets());
+  loginset_inf.store().add_index(cache_index::kController, cache_index::controller_of);
+  auto& token_inf = crd(resources::tokens());
+  const auto meta = [&](const kube::ResourceType& type,
+                        const std::string& selector) -> Informer<MetaOnly>& {
+    auto& informer = factory_.informer<MetaOnly>(type, ns, kube::decode_meta_only, selector);
+    cache_.add_meta(type, &informer);
+    informers_.push_back(&informer);
+    return informer;
+  };
+  // Secrets and ConfigMaps: every one, since users' own are referenced by name.
+  auto& secrets = meta(kube::resources::secrets(), "");
+  auto& config_maps = meta(kube::resources::config_maps(), "");
+  auto& services = meta(kube::resources::services(), managed);
+  auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
+  auto& deployments = meta(kube::resources::deployments(), managed);
+  const auto cached = [&](const kube::ResourceType& type,
+                          const std::string& selector) -> Informer<Document>& {
+    auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);
+    cache_.add(type, &informer);
+    informers_.push_back(&informer);
+    return informer;
+  };
+  // slurmd pods without their containers, volumes and container statuses, which no reconciler
+  // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
+  // a waiting state stays (with a crash loop's last exit), which says why a container does not
+  // start.
+  auto& worker_pods = factory_.informer<Document>(
+      kube::resources::pods(), ns,
+      [](simdjson::dom::element object, Document* out) {
+        static constexpr std::array<kube::FieldPath, 6> kUnread = {
+            {{"spec", "containers"},
+             {"spec", "initContainers"},
+             {"spec", "volumes"},
+             {"spec", "tolerations"},
+             {"status", "containerStatuses"},
+             {"status", "initContainerStatuses"}}};
+        auto decoded = kube::decode_document_without(object, out, kUnread);
+        if (decoded) {
+          keep_waiting_states(object, out);
         }
-      }
-      return out;
-    };
-    restapis->watch_mapped<Document>(controller_inf, [of_controller](const Document& c) {
-      return of_controller(resources::restapis(), c.meta.namespace_name, c.meta.name);
-    });
-    restapis->watch_mapped<MetaOnly>(config_maps, [of_controller](const MetaOnly& cm) {
-      const std::string controller = owning(cm.meta, "Controller");
-      return controller.empty()
-                 ? std::vector<Request>{}
-                 : of_controller(resources::restapis(), cm.meta.namespace_name, controller);
-    });
+        return decoded;
+      },
+      workers);
+  worker_pods.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<Document>);
+  worker_pods.store().add_index(cache_index::kNode, cache_index::node_of);
+  cache_.add(kube::resources::pods(), &worker_pods);
+  informers_.push_back(&worker_pods);
+  auto& revisions = cached(kube::resources::controller_revisions(), managed);
+  revisions.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<Document>);
+  return {&controller_inf, &nodeset_inf, &restapi_inf, &accounting_inf, &loginset_inf,
+          &token_inf,      &secrets,     &config_maps, &services,       &stateful_sets,
+          &deployments,    &worker_pods, &revisions};
+}
 
-    accountings->watch_primary(accounting_inf);
-    for (auto* owned : {&services, &stateful_sets}) {
-      accountings->watch_owned(*owned, "Accounting");
-    }
-    accountings->watch_owned(secrets, "Accounting");
-    accountings->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
-      return referencing(*cache, resources::accountings(), o.meta.namespace_name, o.meta.name);
-    });
-
-    loginsets->watch_primary(loginset_inf);
-    for (auto* owned : {&services, &deployments, &config_maps, &secrets}) {
-      loginsets->watch_owned(*owned, "LoginSet");
-    }
-    loginsets->watch_mapped<Document>(controller_inf, [of_controller](const Document& c) {
-      return of_controller(resources::loginsets(), c.meta.namespace_name, c.meta.name);
-    });
-    loginsets->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
-      return referencing(*cache, resources::loginsets(), o.meta.namespace_name, o.meta.name);
-    });
-
-    nodesets->watch_primary(nodeset_inf);
-    nodesets->watch_owned(worker_pods, "NodeSet");
-    nodesets->watch_owned(revisions, "NodeSet");
-    nodesets->watch_mapped<Document>(controller_inf, [nodesets_of](const Document& c) {
-      return nodesets_of(c.meta.namespace_name, c.meta.name);
-    });
-    // The Controller's generated files changed (topology.yaml's blocks), or its slurmctld rolled
-    // to them (new pods wait for that): its NodeSets follow.
-    const auto of_owning_controller = [nodesets_of](const MetaOnly& o) {
-      const std::string controller = owning(o.meta, "Controller");
-      return controller.empty() ? std::vector<Request>{}
-                                : nodesets_of(o.meta.namespace_name, controller);
-    };
-    nodesets->watch_mapped<MetaOnly>(config_maps, of_owning_controller);
-    nodesets->watch_mapped<MetaOnly>(stateful_sets, of_owning_controller);
-
-    tokens->watch_primary(token_inf);
-    tokens->watch_owned(secrets, "Token");
-    tokens->watch_mapped<MetaOnly>(secrets, [cache](const MetaOnly& o) {
-      return referencing(*cache, resources::tokens(), o.meta.namespace_name, o.meta.name);
+void Operator::wire_namespace(const NamespaceInformers& in) {
+  const ResourceCache* cache = &cache_;
+  by_kind_.controllers->watch_primary(*in.controller_inf);
+  for (auto* owned : {in.services, in.stateful_sets, in.config_maps}) {
+    by_kind_.controllers->watch_owned(*owned, "Controller");
+  }
+  // A NodeSet's own status writes (every job's start and end moves its counts) are not what
+  // slurm.conf is made of.
+  by_kind_.controllers->watch_mapped<Document>(*in.nodeset_inf, controller_named, spec_changed);
+  by_kind_.controllers->watch_mapped<Document>(*in.accounting_inf, [cache](const Document& a) {
+    return referencing(*cache, resources::controllers(), a.meta.namespace_name, a.meta.name);
+  });
+  for (auto* named : {in.secrets, in.config_maps}) {
+    by_kind_.controllers->watch_mapped<MetaOnly>(*named, [cache](const MetaOnly& o) {
+      return referencing(*cache, resources::controllers(), o.meta.namespace_name, o.meta.name);
     });
   }
+
+  by_kind_.connections->watch_primary(*in.controller_inf);
+  by_kind_.connections->watch_mapped<Document>(*in.restapi_inf, controller_named);
+
+  by_kind_.restapis->watch_primary(*in.restapi_inf);
+  for (auto* owned : {in.services, in.deployments}) {
+    by_kind_.restapis->watch_owned(*owned, "RestApi");
+  }
+  // A Controller or its ConfigMap changed: its RestApis and LoginSets follow.
+  const auto of_controller = [cache](const kube::ResourceType& type, const std::string& ns_name,
+                                     const std::string& controller) {
+    std::vector<Request> out;
+    for (const auto& doc :
+         cache->by_index(type, cache_index::kController, kube::object_key(ns_name, controller))) {
+      out.push_back({ns_name, doc->meta.name});
+    }
+    return out;
+  };
+  by_kind_.restapis->watch_mapped<Document>(*in.controller_inf, [of_controller](const Document& c) {
+    return of_controller(resources::restapis(), c.meta.namespace_name, c.meta.name);
+  });
+  by_kind_.restapis->watch_mapped<MetaOnly>(*in.config_maps, [of_controller](const MetaOnly& cm) {
+    const std::string controller = owning(cm.meta, "Controller");
+    return controller.empty()
+               ? std::vector<Request>{}
+               : of_controller(resources::restapis(), cm.meta.namespace_name, controller);
+  });
+
+  by_kind_.accountings->watch_primary(*in.accounting_inf);
+  for (auto* owned : {in.services, in.stateful_sets}) {
+    by_kind_.accountings->watch_owned(*owned, "Accounting");
+  }
+  by_kind_.accountings->watch_owned(*in.secrets, "Accounting");
+  by_kind_.accountings->watch_mapped<MetaOnly>(*in.secrets, [cache](const MetaOnly& o) {
+    return referencing(*cache, resources::accountings(), o.meta.namespace_name, o.meta.name);
+  });
+
+  by_kind_.loginsets->watch_primary(*in.loginset_inf);
+  for (auto* owned : {in.services, in.deployments, in.config_maps, in.secrets}) {
+    by_kind_.loginsets->watch_owned(*owned, "LoginSet");
+  }
+  by_kind_.loginsets->watch_mapped<Document>(
+      *in.controller_inf, [of_controller](const Document& c) {
+        return of_controller(resources::loginsets(), c.meta.namespace_name, c.meta.name);
+      });
+  by_kind_.loginsets->watch_mapped<MetaOnly>(*in.secrets, [cache](const MetaOnly& o) {
+    return referencing(*cache, resources::loginsets(), o.meta.namespace_name, o.meta.name);
+  });
+
+  by_kind_.nodesets->watch_primary(*in.nodeset_inf);
+  by_kind_.nodesets->watch_owned(*in.worker_pods, "NodeSet");
+  by_kind_.nodesets->watch_owned(*in.revisions, "NodeSet");
+  by_kind_.nodesets->watch_mapped<Document>(*in.controller_inf, [of_controller](const Document& c) {
+    return of_controller(resources::nodesets(), c.meta.namespace_name, c.meta.name);
+  });
+  // The Controller's generated files changed (topology.yaml's blocks), or its slurmctld rolled
+  // to them (new pods wait for that): its NodeSets follow.
+  const auto of_owning_controller = [of_controller](const MetaOnly& o) {
+    const std::string controller = owning(o.meta, "Controller");
+    return controller.empty()
+               ? std::vector<Request>{}
+               : of_controller(resources::nodesets(), o.meta.namespace_name, controller);
+  };
+  by_kind_.nodesets->watch_mapped<MetaOnly>(*in.config_maps, of_owning_controller);
+  by_kind_.nodesets->watch_mapped<MetaOnly>(*in.stateful_sets, of_owning_controller);
+
+  by_kind_.tokens->watch_primary(*in.token_inf);
+  by_kind_.tokens->watch_owned(*in.secrets, "Token");
+  by_kind_.tokens->watch_mapped<MetaOnly>(*in.secrets, [cache](const MetaOnly& o) {
+    return referencing(*cache, resources::tokens(), o.meta.namespace_name, o.meta.name);
+  });
 }
 
 void Operator::start_informers() {

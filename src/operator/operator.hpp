@@ -1,7 +1,8 @@
 // The operator's controllers wired to their watches: informers for the six kinds and for what
 // the operator owns or reads (ConfigMaps, Secrets, Services, StatefulSets, Deployments, slurmd
-// Pods, ControllerRevisions, Nodes), a controller per kind, and the Slurm clients they share
-// (whose change feeds enqueue the NodeSets of their cluster). start() after construction; stop()
+// Pods, ControllerRevisions, Nodes), a controller per kind, and one more that owns each
+// cluster's Slurm connection (whose change feed enqueues the NodeSets of its cluster, and whose
+// reach, when it changes, the Controller). start() after construction; stop()
 // before destruction. A kube::Manager runs it: leader election, the HTTP endpoints, signals.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "operator/nodeset.hpp"
 #include "operator/reconcilers.hpp"
 #include "operator/runtime.hpp"
+#include "operator/slurm_connection.hpp"
 
 namespace tightrope::op {
 
@@ -39,7 +41,33 @@ class Operator final : public kube::Runnable {
   SlurmClients& slurm_clients() { return slurm_; }
 
  private:
+  // The controllers, their informers and every mapping between them.
   void wire();
+  void make_controllers();
+  void wire_slurm();  // the Slurm connections' changes
+  void wire_nodes();  // Kubernetes Nodes: cluster-wide
+  struct NamespaceInformers {
+    kube::Informer<kube::Document>* controller_inf;
+    kube::Informer<kube::Document>* nodeset_inf;
+    kube::Informer<kube::Document>* restapi_inf;
+    kube::Informer<kube::Document>* accounting_inf;
+    kube::Informer<kube::Document>* loginset_inf;
+    kube::Informer<kube::Document>* token_inf;
+    kube::Informer<kube::MetaOnly>* secrets;
+    kube::Informer<kube::MetaOnly>* config_maps;
+    kube::Informer<kube::MetaOnly>* services;
+    kube::Informer<kube::MetaOnly>* stateful_sets;
+    kube::Informer<kube::MetaOnly>* deployments;
+    kube::Informer<kube::Document>* worker_pods;
+    kube::Informer<kube::Document>* revisions;
+  };
+  // One watched namespace's informers (every kind, with the cache's indexes), then who each
+  // of their changes wakes.
+  NamespaceInformers watch_namespace(const std::string& ns);
+  void wire_namespace(const NamespaceInformers& in);
+  // The NodeSets of one Controller, as the cache has them.
+  std::vector<ResourceCache::Ptr> nodesets_of(const std::string& ns,
+                                              const std::string& controller) const;
 
   // Before slurm_: its feeds report here until they stop.
   std::unique_ptr<ClusterMetrics> cluster_metrics_;  // with metrics only
@@ -57,7 +85,17 @@ class Operator final : public kube::Runnable {
   LoginSetReconciler loginset_reconciler_;
   TokenReconciler token_reconciler_;
   NodeSetReconciler nodeset_reconciler_;
+  SlurmConnectionReconciler connection_reconciler_;
   std::vector<std::unique_ptr<kube::Controller>> controllers_;
+  struct {
+    kube::Controller* controllers = nullptr;
+    kube::Controller* restapis = nullptr;
+    kube::Controller* accountings = nullptr;
+    kube::Controller* loginsets = nullptr;
+    kube::Controller* tokens = nullptr;
+    kube::Controller* nodesets = nullptr;
+    kube::Controller* connections = nullptr;
+  } by_kind_;  // the controllers_ above, by the kind each reconciles
   bool controllers_running_ = false;
 };
 

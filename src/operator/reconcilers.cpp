@@ -28,10 +28,75 @@ using std::chrono::seconds;
 
 // ---- Controller.
 
+std::optional<Readiness> ControllerReconciler::read_inputs(const api::Controller& c,
+                                                           build::ControllerInputs& in) {
+  const std::string& ns = c.metadata.namespace_name;
+  for (const auto& n : cache_.by_index(resources::nodesets(), cache_index::kController,
+                                       kube::object_key(ns, c.metadata.name))) {
+    if (auto nodeset = api::decode_nodeset(n->doc);
+        nodeset && nodeset->spec.controller_ref.name == c.metadata.name) {
+      api::apply_defaults(*nodeset);
+      in.nodesets.push_back(std::move(*nodeset));
+    }
+  }
+  {
+    // Cliques are cluster-wide: every Node's, whatever its pods.
+    const auto nodes = cache_.list_all(kube::resources::nodes());
+    std::vector<const json*> docs;
+    docs.reserve(nodes.size());
+    for (const auto& node : nodes) {
+      docs.push_back(&node->doc);
+    }
+    in.gpu_cliques = build::gpu_cliques(docs);
+    const kube::ObjectReference self{resources::controllers().api_version(), "Controller", ns,
+                                     c.metadata.name, c.metadata.uid};
+    for (const auto& [node, why] : in.gpu_cliques.odd) {
+      std::string message = "Node " + node;
+      message += ": " + why;
+      runtime_.events().warning(self, "OddGpuClique", message);
+    }
+  }
+  if (c.spec.accounting_ref) {
+    if (auto a = cache_.get(resources::accountings(),
+                            kube::object_key(ns, c.spec.accounting_ref->name))) {
+      if (auto accounting = api::decode_accounting(a->doc)) {
+        in.accounting = std::move(*accounting);
+      }
+    }
+  }
+  for (const auto& [refs, field, scripts] : c.spec.config_refs()) {
+    for (const auto& ref : *refs) {
+      auto data = runtime_.config_map_data(ns, ref.name);
+      if (!data) {
+        const bool missing = data.error().kind == kube::ErrorKind::kNotFound;
+        return Readiness{false, missing ? "ConfigMapNotFound" : "ConfigMapUnreadable",
+                         "ConfigMap " + ns + "/" + ref.name + " (" + field + ")" +
+                             (missing ? " does not exist" : ": " + data.error().message)};
+      }
+      in.config_maps[ref.name] = std::move(*data);
+    }
+  }
+  if (!c.spec.external) {
+    const SecretKey slurm_key =
+        read_secret_key(runtime_, ns, c.spec.slurm_key_ref, "spec.slurmKeyRef");
+    if (!slurm_key.problem.ready) {
+      return slurm_key.problem;
+    }
+    in.slurm_key_hash = key_hash(slurm_key.value);
+  }
+  if (const api::KeyRef* ref = c.spec.jwt_key()) {
+    const SecretKey key = read_secret_key(runtime_, ns, *ref, "spec.jwtKeyRef");
+    if (!key.problem.ready) {
+      return key.problem;
+    }
+    in.jwt_key_hash = key_hash(key.value);
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& request) {
   const auto doc = cache_.get(resources::controllers(), request.key());
   if (!doc || doc->meta.deleting) {
-    runtime_.slurm().erase(request.key());
     std::lock_guard lock(reported_mu_);
     reported_.erase(request.key());
     diagnosed_at_.erase(request.key());
@@ -51,73 +116,8 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
   };
 
   build::ControllerInputs in;
-  for (const auto& n : cache_.list(resources::nodesets(), ns)) {
-    if (auto nodeset = api::decode_nodeset(n->doc);
-        nodeset && nodeset->spec.controller_ref.name == c.metadata.name) {
-      api::apply_defaults(*nodeset);
-      in.nodesets.push_back(std::move(*nodeset));
-    }
-  }
-  {
-    // Cliques are cluster-wide: every Node's, whatever its pods.
-    const auto nodes = cache_.list_all(kube::resources::nodes());
-    std::vector<const json*> docs;
-    docs.reserve(nodes.size());
-    for (const auto& node : nodes) {
-      docs.push_back(&node->doc);
-    }
-    in.gpu_cliques = build::gpu_cliques(docs);
-    const kube::ObjectReference self{type.api_version(), type.kind, ns, c.metadata.name,
-                                     c.metadata.uid};
-    for (const auto& [node, why] : in.gpu_cliques.odd) {
-      std::string message = "Node " + node;
-      message += ": " + why;
-      runtime_.events().warning(self, "OddGpuClique", message);
-    }
-  }
-  if (c.spec.accounting_ref) {
-    if (auto a = cache_.get(resources::accountings(),
-                            kube::object_key(ns, c.spec.accounting_ref->name))) {
-      if (auto accounting = api::decode_accounting(a->doc)) {
-        in.accounting = std::move(*accounting);
-      }
-    }
-  }
-  const std::vector<std::pair<const std::vector<api::LocalRef>*, const char*>> ref_lists = {
-      {&c.spec.config_file_refs, "spec.configFileRefs"},
-      {&c.spec.prolog_script_refs, "spec.prologScriptRefs"},
-      {&c.spec.epilog_script_refs, "spec.epilogScriptRefs"},
-      {&c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs"},
-      {&c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs"}};
-  for (const auto& [refs, field] : ref_lists) {
-    for (const auto& ref : *refs) {
-      auto data = runtime_.config_map_data(ns, ref.name);
-      if (!data) {
-        const bool missing = data.error().kind == kube::ErrorKind::kNotFound;
-        return not_ready({false, missing ? "ConfigMapNotFound" : "ConfigMapUnreadable",
-                          "ConfigMap " + ns + "/" + ref.name + " (" + field + ")" +
-                              (missing ? " does not exist" : ": " + data.error().message)},
-                         retry());
-      }
-      in.config_maps[ref.name] = std::move(*data);
-    }
-  }
-  std::string jwt_key;
-  if (!c.spec.external) {
-    const SecretKey slurm_key =
-        read_secret_key(runtime_, ns, c.spec.slurm_key_ref, "spec.slurmKeyRef");
-    if (!slurm_key.problem.ready) {
-      return not_ready(slurm_key.problem, retry());
-    }
-    in.slurm_key_hash = key_hash(slurm_key.value);
-  }
-  if (const api::KeyRef* ref = c.spec.jwt_key()) {
-    const SecretKey key = read_secret_key(runtime_, ns, *ref, "spec.jwtKeyRef");
-    if (!key.problem.ready) {
-      return not_ready(key.problem, retry());
-    }
-    jwt_key = key.value;
-    in.jwt_key_hash = key_hash(key.value);
+  if (auto problem = read_inputs(c, in)) {
+    return not_ready(*problem, retry());
   }
   if (auto errors = build::check_controller_config(c, in); !errors.empty()) {
     return not_ready({false, "InvalidConfig", api::join(errors)}, settled());
@@ -166,96 +166,33 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     }
   }
 
-  // Slurm through the oldest RestApi of this Controller.
-  std::vector<api::RestApi> restapis;
-  for (const auto& r : cache_.list(resources::restapis(), ns)) {
-    if (auto restapi = api::decode_restapi(r->doc);
-        restapi && restapi->spec.controller_ref.name == c.metadata.name &&
-        !restapi->metadata.deleting) {
-      restapis.push_back(std::move(*restapi));
-    }
-  }
-  std::sort(restapis.begin(), restapis.end(), [](const api::RestApi& a, const api::RestApi& b) {
-    return std::tie(a.metadata.creation_timestamp, a.metadata.name) <
-           std::tie(b.metadata.creation_timestamp, b.metadata.name);
-  });
-  bool reachable = false;
-  const auto period =
-      std::chrono::duration_cast<std::chrono::milliseconds>(runtime_.options().slurm_check_period);
+  // Slurm as the cluster's connection reaches it (SlurmClients::reach, the same as each
+  // NodeSet's): the connection's feed proves the whole path, token included, and a change of
+  // its health wakes this reconcile. Nothing is asked of Slurm here but the doctor's checks,
+  // at most once a check period.
+  const SlurmReach reach = runtime_.slurm().reach(request.key());
+  const bool reachable = reach.ok();
+  set_condition(
+      conditions,
+      {"SlurmReachable",
+       reachable ? "True" : (reach.health == SlurmHealth::kUnreachable ? "False" : "Unknown"),
+       reach.reason, reach.message, c.metadata.generation, ""},
+      Runtime::now());
   kube::ReconcileOutcome next = settled();
-  if (restapis.empty() || jwt_key.empty()) {
-    runtime_.slurm().erase(request.key());
-    set_condition(conditions,
-                  {"SlurmReachable", "Unknown", restapis.empty() ? "NoRestApi" : "NoJwtKey",
-                   restapis.empty() ? "no RestApi names this Controller: the operator has no "
-                                      "slurmrestd to ask"
-                                    : "no jwtKeyRef: the operator cannot mint a token",
-                   c.metadata.generation, ""},
-                  Runtime::now());
-  } else {
-    const std::string url = runtime_.slurmrestd_url(build::restapi_name(restapis.front()), ns);
-    const api::KeyRef ref = *c.spec.jwt_key();
-    Runtime* rt = &runtime_;
-    auto client = runtime_.slurm().ensure(
-        request.key(), url,
-        [rt, ns, ref]() -> slurm::Result<std::string> {
-          const SecretKey key = read_secret_key(*rt, ns, ref, "spec.jwtKeyRef");
-          if (!key.problem.ready) {
-            return fail(slurm::Error{slurm::ErrorKind::kUnauthorized, 0, key.problem.message, {}});
-          }
-          return key.value;
-        },
-        "Secret " + ns + "/" + ref.name + " key " + ref.key);
-    // diag, unlike ping, needs a token slurmctld accepts: it proves the whole path.
-    auto diag = client->diag();
-    if (diag) {
-      reachable = true;
-      // No job counts in the message: a status write every check would follow them.
-      set_condition(conditions,
-                    {"SlurmReachable", "True", "Responding", "slurmctld answered through " + url,
-                     c.metadata.generation, ""},
-                    Runtime::now());
-      next = after(period);
-    } else {
-      const bool refused = diag.error().kind == slurm::ErrorKind::kUnauthorized;
-      set_condition(conditions,
-                    {"SlurmReachable", "False", refused ? "Unauthorized" : "Unreachable",
-                     diag.error().message, c.metadata.generation, ""},
-                    Runtime::now());
-      next = after(std::min(period, std::chrono::milliseconds(10000)));
-    }
-    if (reachable) {
-      diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
-    }
-    if (reachable && c.spec.ha.enabled && !c.spec.external) {
-      // The client Service follows the slurmctld that answers as primary.
-      if (auto pings = client->ping()) {
-        const std::string active = pings->primary && pings->responding ? pings->hostname : "";
-        auto pods = runtime_.kube().list(kube::resources::pods(), ns,
-                                         {std::string(api::kLabelInstance) + "=" + c.metadata.name +
-                                              "," + std::string(api::kLabelName) + "=slurmctld",
-                                          "", 0, "", "", std::nullopt});
-        if (pods) {
-          for (const auto& pod : pods->items) {
-            const std::string name = pod["metadata"].value("name", "");
-            const bool is_active = !active.empty() && name == active;
-            (void)runtime_.kube().patch(
-                kube::resources::pods(), ns, name, kube::PatchType::kMerge,
-                {{"metadata",
-                  {{"labels",
-                    {{api::kLabelControllerActive, is_active ? json("true") : json(nullptr)}}}}}});
-          }
-        }
-      }
+  if (const auto client = runtime_.slurm().get(request.key()); client && reachable) {
+    next = after(std::chrono::duration_cast<std::chrono::milliseconds>(
+        runtime_.options().slurm_check_period));
+    diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
+    if (c.spec.ha.enabled && !c.spec.external) {
+      follow_active_slurmctld(c, *client);
     }
   }
 
   Readiness ready;
   if (reachable) {
     ready = {true, "SlurmctldResponding", "slurmctld answers through slurmrestd"};
-  } else if (!restapis.empty() && !jwt_key.empty()) {
-    const auto* condition = find_condition(conditions, "SlurmReachable");
-    ready = {false, "SlurmUnreachable", condition != nullptr ? condition->message : ""};
+  } else if (reach.health == SlurmHealth::kUnreachable) {
+    ready = {false, "SlurmUnreachable", reach.message};
   } else if (c.spec.external) {
     ready = {true, "External",
              "slurmctld runs outside Kubernetes at " + build::controller_conf_server(c)};
@@ -271,6 +208,42 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
                         "0/" + std::to_string(want) + " slurmctld pods ready"};
   }
   return report(runtime_, type, c.metadata, before, conditions, ready, next);
+}
+
+void ControllerReconciler::follow_active_slurmctld(const api::Controller& c,
+                                                   slurm::Client& client) {
+  auto pings = client.ping();
+  if (!pings) {
+    return;
+  }
+  const std::string& ns = c.metadata.namespace_name;
+  const std::string active = pings->primary && pings->responding ? pings->hostname : "";
+  auto pods = runtime_.kube().list(kube::resources::pods(), ns,
+                                   {std::string(api::kLabelInstance) + "=" + c.metadata.name + "," +
+                                        std::string(api::kLabelName) + "=slurmctld",
+                                    "", 0, "", "", std::nullopt});
+  if (!pods) {
+    return;
+  }
+  for (const auto& pod : pods->items) {
+    const std::string name = pod["metadata"].value("name", "");
+    const bool is_active = !active.empty() && name == active;
+    const bool labelled =
+        pod.value("/metadata/labels"_json_pointer, json::object())
+            .value(std::string(api::kLabelControllerActive), std::string()) == "true";
+    if (labelled == is_active) {
+      continue;
+    }
+    if (auto patched = runtime_.kube().patch(
+            kube::resources::pods(), ns, name, kube::PatchType::kMerge,
+            {{"metadata",
+              {{"labels",
+                {{api::kLabelControllerActive, is_active ? json("true") : json(nullptr)}}}}}});
+        !patched) {
+      log::warn("controller.active_label_failed",
+                {{"pod", kube::object_key(ns, name)}, {"error", patched.error().message}});
+    }
+  }
 }
 
 void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
@@ -298,10 +271,8 @@ void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
   in.controller = doc;
   in.slurm_key_hash = slurm_key_hash;
   in.snapshot = feed->snapshot();
-  for (const auto& n : cache_.list(resources::nodesets(), ns)) {
-    if (n->doc.value("/spec/controllerRef/name"_json_pointer, std::string()) == c.metadata.name) {
-      in.nodesets.push_back(n->doc);
-    }
+  for (const auto& n : cache_.by_index(resources::nodesets(), cache_index::kController, key)) {
+    in.nodesets.push_back(n->doc);
   }
   std::set<std::string> hosts;  // the Nodes its workers run on: the only ones a check reads
   for (const auto& p : cache_.list(kube::resources::pods(), ns)) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "operator/build/controller.hpp"
 #include "operator/reconcile_support.hpp"
 
 namespace tightrope::op {
@@ -19,11 +20,18 @@ class ControllerReconciler : public ResourceReconciler {
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
 
  private:
+  // What slurm.conf and the cluster's objects are built from (its NodeSets, the Nodes' GPU
+  // cliques, the Accounting, the referenced ConfigMaps, the keys' hashes); why not, if a
+  // ConfigMap or Secret cannot be read.
+  std::optional<Readiness> read_inputs(const api::Controller& c, build::ControllerInputs& in);
   // The doctor's checks the operator can run (diagnosis.hpp): the Healthy condition, an Event
   // for each problem not seen at the previous check, the findings gauge.
   void diagnose(const api::Controller& c, const nlohmann::json& doc,
                 const std::vector<nlohmann::json>& objects, const std::string& slurm_key_hash,
                 slurm::Client& client, std::vector<api::Condition>& conditions);
+  // HA: the controller-active label on the slurmctld pod that answers as primary (the client
+  // Service selects it), off the others; written only where it differs.
+  void follow_active_slurmctld(const api::Controller& c, slurm::Client& client);
 
   std::mutex reported_mu_;
   std::map<std::string, std::set<std::string>> reported_;  // controller key -> finding keys

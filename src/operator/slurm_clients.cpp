@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/log.hpp"
 #include "kube/controller.hpp"
 #include "slurm/hostlist.hpp"
 
@@ -80,6 +81,41 @@ std::string NodeSetIndex::nodeset_of(const std::string& node) const {
   return it == nodeset_of_.end() ? "" : it->second;
 }
 
+SlurmReach reach_of(const std::optional<slurm::FeedHealth>& health, const std::string& url,
+                    const std::optional<std::pair<std::string, std::string>>& absent) {
+  if (!health) {
+    if (absent) {
+      return {SlurmHealth::kNoClient, absent->first, absent->second};
+    }
+    return {SlurmHealth::kNoClient, "NotConnected",
+            "the operator has not connected to this cluster's Slurm yet"};
+  }
+  if (!health->synced && health->consecutive_failures == 0) {
+    return {SlurmHealth::kWaiting, "NotYetRead", "waiting for slurmrestd's first answer at " + url};
+  }
+  if (!health->synced || health->consecutive_failures > 0) {
+    const bool refused =
+        health->last_error && health->last_error->kind == slurm::ErrorKind::kUnauthorized;
+    return {SlurmHealth::kUnreachable, refused ? "Unauthorized" : "Unreachable",
+            "slurmrestd at " + url + " does not answer: " +
+                (health->last_error ? health->last_error->message : std::string("not yet read"))};
+  }
+  return {SlurmHealth::kSynced, "Responding", "slurmctld answers through " + url};
+}
+
+SlurmReach SlurmClients::reach(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  const auto it = clients_.find(key);
+  if (it == clients_.end() || !it->second.feed) {
+    const auto absent = absent_.find(key);
+    return reach_of(std::nullopt, "",
+                    absent == absent_.end()
+                        ? std::nullopt
+                        : std::optional<std::pair<std::string, std::string>>(absent->second));
+  }
+  return reach_of(it->second.feed->health(), it->second.url, std::nullopt);
+}
+
 SlurmClients::~SlurmClients() {
   stop();
 }
@@ -110,11 +146,12 @@ void SlurmClients::stop_feed(Entry& entry) {
 std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, const std::string& url,
                                                     slurm::KeyLoader jwt_key,
                                                     const std::string& key_name) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   auto& entry = clients_[key];
   if (entry.client && entry.url == url && entry.key_name == key_name) {
     return entry.client;
   }
+  absent_.erase(key);
   stop_feed(entry);
   slurm::ClientOptions options;
   options.url = url;
@@ -166,13 +203,25 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     feed->start();
   }
   entry = {url, key_name, std::move(client), std::move(feed)};
-  return entry.client;
+  log::info("slurm.connected", {{"controller", key}, {"url", url}});
+  auto made = entry.client;
+  const ChangeListener listener = listener_;
+  lock.unlock();
+  if (listener) {
+    listener(key, nullptr);  // its reach changed: NotYetRead
+  }
+  return made;
 }
 
-void SlurmClients::erase(const std::string& key) {
-  std::lock_guard lock(mu_);
-  const auto it = clients_.find(key);
-  if (it != clients_.end()) {
+void SlurmClients::disconnect(const std::string& key, const std::string& reason,
+                              const std::string& message) {
+  std::unique_lock lock(mu_);
+  const std::pair<std::string, std::string> why{reason, message};
+  const auto was = absent_.find(key);
+  const bool news = clients_.count(key) != 0 || was == absent_.end() || was->second != why;
+  absent_[key] = why;
+  if (const auto it = clients_.find(key); it != clients_.end()) {
+    log::info("slurm.disconnected", {{"controller", key}, {"reason", reason}});
     stop_feed(it->second);
     clients_.erase(it);
     if (metrics_ != nullptr) {
@@ -180,6 +229,17 @@ void SlurmClients::erase(const std::string& key) {
       metrics_->forget(controller.namespace_name, controller.name);
     }
   }
+  const ChangeListener listener = listener_;
+  lock.unlock();
+  if (news && listener) {
+    listener(key, nullptr);
+  }
+}
+
+void SlurmClients::erase(const std::string& key) {
+  disconnect(key, "", "");
+  std::lock_guard lock(mu_);
+  absent_.erase(key);
 }
 
 void SlurmClients::stop() {

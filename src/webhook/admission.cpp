@@ -91,13 +91,7 @@ api::FieldErrors config_errors(const api::Controller& c, ConfigMaps& maps,
                                std::vector<std::string>* warnings) {
   op::build::ControllerInputs in;
   std::set<std::string> reported;
-  for (const auto& [refs, field] :
-       std::vector<std::pair<const std::vector<api::LocalRef>*, std::string>>{
-           {&c.spec.config_file_refs, "spec.configFileRefs"},
-           {&c.spec.prolog_script_refs, "spec.prologScriptRefs"},
-           {&c.spec.epilog_script_refs, "spec.epilogScriptRefs"},
-           {&c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs"},
-           {&c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs"}}) {
+  for (const auto& [refs, field, scripts] : c.spec.config_refs()) {
     for (size_t i = 0; i < refs->size(); ++i) {
       const std::string& name = (*refs)[i].name;
       if (name.empty()) {
@@ -106,7 +100,7 @@ api::FieldErrors config_errors(const api::Controller& c, ConfigMaps& maps,
       if (const auto& data = maps.get(name)) {
         in.config_maps.emplace(name, *data);
       } else if (warnings != nullptr && reported.insert(name).second) {
-        std::string warning = field + "[" + std::to_string(i) + "]: ConfigMap \"";
+        std::string warning = std::string(field) + "[" + std::to_string(i) + "]: ConfigMap \"";
         warning += name;
         warning += "\" was not found or not readable, so its files were not checked";
         warnings->push_back(std::move(warning));

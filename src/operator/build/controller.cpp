@@ -214,13 +214,8 @@ api::FieldErrors check_controller_config(const api::Controller& c, const Control
   // the operator writes.
   std::map<std::string, std::string> seen = {
       {"slurm.key", "the operator"}, {"jwt.key", "the operator"}, {"jwks.json", "the operator"}};
-  for (const auto& [refs, field] :
-       std::vector<std::pair<const std::vector<api::LocalRef>*, std::string>>{
-           {&c.spec.config_file_refs, "spec.configFileRefs"},
-           {&c.spec.prolog_script_refs, "spec.prologScriptRefs"},
-           {&c.spec.epilog_script_refs, "spec.epilogScriptRefs"},
-           {&c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs"},
-           {&c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs"}}) {
+  for (const auto& [refs, field_name, scripts] : c.spec.config_refs()) {
+    const std::string field = field_name;
     for (size_t i = 0; i < refs->size(); ++i) {
       const auto it = in.config_maps.find((*refs)[i].name);
       if (it == in.config_maps.end()) {
@@ -240,11 +235,9 @@ api::FieldErrors check_controller_config(const api::Controller& c, const Control
       }
     }
   }
-  check_refs(c.spec.config_file_refs, "spec.configFileRefs");
-  check_refs(c.spec.prolog_script_refs, "spec.prologScriptRefs");
-  check_refs(c.spec.epilog_script_refs, "spec.epilogScriptRefs");
-  check_refs(c.spec.prolog_slurmctld_script_refs, "spec.prologSlurmctldScriptRefs");
-  check_refs(c.spec.epilog_slurmctld_script_refs, "spec.epilogSlurmctldScriptRefs");
+  for (const auto& [refs, field, scripts] : c.spec.config_refs()) {
+    check_refs(*refs, field);
+  }
   return errors;
 }
 
@@ -490,11 +483,9 @@ std::string config_hash_of(const json& data, const api::Controller& c, const Con
       }
     }
   };
-  add_refs(c.spec.config_file_refs);
-  add_refs(c.spec.prolog_script_refs);
-  add_refs(c.spec.epilog_script_refs);
-  add_refs(c.spec.prolog_slurmctld_script_refs);
-  add_refs(c.spec.epilog_slurmctld_script_refs);
+  for (const auto& [refs, field, scripts] : c.spec.config_refs()) {
+    add_refs(*refs);
+  }
   return sha256_hex(all);
 }
 
@@ -591,14 +582,14 @@ json build_controller_statefulset(const api::Controller& c, const ControllerInpu
           {{"name", s.jwks_key_ref->name},
            {"items", json::array({{{"key", s.jwks_key_ref->key}, {"path", "jwks.json"}}})}}}});
   }
-  for (const auto* refs : {&s.config_file_refs}) {
-    for (const auto& ref : *refs) {
-      sources.push_back({{"configMap", {{"name", ref.name}}}});
-    }
+  for (const auto& ref : s.config_file_refs) {
+    sources.push_back({{"configMap", {{"name", ref.name}}}});
   }
   // Scripts must be executable; a projected source sets modes per item only.
-  for (const auto* refs : {&s.prolog_script_refs, &s.epilog_script_refs,
-                           &s.prolog_slurmctld_script_refs, &s.epilog_slurmctld_script_refs}) {
+  for (const auto& [refs, field, scripts] : s.config_refs()) {
+    if (!scripts) {
+      continue;
+    }
     for (const auto& ref : *refs) {
       json items = json::array();
       if (const auto it = in.config_maps.find(ref.name); it != in.config_maps.end()) {

@@ -1,0 +1,255 @@
+// A NodeSet's pods as the controller reads them: WorkerPod from the cached pod, why a
+// container does not start, the Node's features, when the work on each Slurm node ends.
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "api/well_known.hpp"
+#include "base/text.hpp"
+#include "kube/time.hpp"
+#include "operator/build/common.hpp"
+#include "operator/build/compute_domain.hpp"
+#include "operator/build/nodeset.hpp"
+#include "operator/build/topology.hpp"
+#include "operator/conditions.hpp"
+#include "operator/nodeset_plan.hpp"
+#include "operator/reconcile_support.hpp"
+#include "slurm/hostlist.hpp"
+
+namespace tightrope::op {
+
+using build::join;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kFeaturePrefix = "k8s/";
+
+std::string label(const json& object, std::string_view key) {
+  const auto meta = object.find("metadata");
+  if (meta == object.end()) {
+    return "";
+  }
+  const auto labels = meta->find("labels");
+  if (labels == meta->end() || !labels->is_object()) {
+    return "";
+  }
+  const auto it = labels->find(std::string(key));
+  return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json* pod_condition(const json& pod, const std::string& type) {
+  const auto status = pod.find("status");
+  if (status == pod.end() || !status->contains("conditions")) {
+    return nullptr;
+  }
+  for (const auto& c : (*status)["conditions"]) {
+    if (c.value("type", "") == type) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
+  WorkerPod w;
+  const json& meta = pod["metadata"];
+  w.name = meta.value("name", "");
+  w.uid = meta.value("uid", "");
+  w.ordinal = build::nodeset_pod_ordinal(n, w.name);
+  w.created = meta.value("creationTimestamp", "");
+  w.terminating = meta.contains("deletionTimestamp");
+  static const json kNoSpec = json::object();
+  const auto spec_it = pod.find("spec");
+  const json& spec = spec_it != pod.end() && spec_it->is_object() ? *spec_it : kNoSpec;
+  w.kube_node = spec.value("nodeName", "");
+  w.hostname = spec.value("hostname", w.name);
+  w.revision = label(pod, "controller-revision-hash");
+  w.mode = label(pod, api::kLabelNodeSetScalingMode);
+  // DaemonSet pods name their Node in a required node affinity; others run where scheduled.
+  const json terms = spec.value(
+      "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
+      json::array());
+  w.target_node = w.kube_node;
+  if (!terms.empty()) {
+    const json values = terms[0].value("/matchFields/0/values"_json_pointer, json::array());
+    if (values.size() == 1 && values[0].is_string()) {
+      w.target_node = values[0].get<std::string>();
+    }
+  }
+  w.phase = pod.value("/status/phase"_json_pointer, std::string("Pending"));
+  if (const json* ready = pod_condition(pod, "Ready")) {
+    w.ready = ready->value("status", "") == "True";
+    w.ready_since = ready->value("lastTransitionTime", "");
+  }
+  w.cordoned = build::annotation(pod, api::kAnnotationPodCordon) == "true";
+  w.drain_request = build::annotation(pod, api::kAnnotationPodDrainReason);
+  w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
+  w.deadline_annotation = build::annotation(pod, api::kAnnotationPodDeadline);
+  if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
+    for (const auto& c : status->value("conditions", json::array())) {
+      const std::string type = c.value("type", "");
+      if (type.starts_with(kSlurmConditionPrefix)) {
+        w.slurm_conditions[type] = {c.value("message", ""), c.value("lastTransitionTime", "")};
+      }
+    }
+  }
+  w.start_failure = container_start_failure(pod);
+  if (const json* scheduled = pod_condition(pod, "PodScheduled");
+      scheduled != nullptr && w.kube_node.empty() && scheduled->value("status", "") == "False" &&
+      scheduled->value("reason", "") == "Unschedulable") {
+    w.unschedulable = scheduled->value("message", "no Node can take it");
+  }
+  const std::string cost = build::annotation(pod, api::kAnnotationPodDeletionCost);
+  int64_t value = 0;
+  if (!cost.empty()) {
+    const auto [end, ec] = std::from_chars(cost.data(), cost.data() + cost.size(), value);
+    if (ec == std::errc() && end == cost.data() + cost.size()) {
+      w.deletion_cost = value;
+    }
+  }
+  return w;
+}
+
+namespace {
+
+// The end of a log tail: its last three non-blank lines, without slurmd's "[time] " stamps,
+// joined by " | " and cut to the last 400 characters. A daemon's root cause is rarely its last
+// line ("slurmd initialization failed"), but is one of the few before it.
+std::string log_end(const std::string& text) {
+  constexpr size_t kLines = 3;
+  constexpr size_t kMost = 400;
+  std::vector<std::string> lines;
+  size_t end = text.size();
+  while (lines.size() < kLines && end > 0) {
+    const size_t start = text.rfind('\n', end - 1);
+    const size_t from = start == std::string::npos ? 0 : start + 1;
+    std::string line = text.substr(from, end - from);
+    end = start == std::string::npos ? 0 : start;
+    if (line.starts_with('[')) {
+      if (const size_t stamp = line.find("] "); stamp != std::string::npos) {
+        line.erase(0, stamp + 2);
+      }
+    }
+    if (line.find_first_not_of(" \t\r") != std::string::npos) {
+      lines.insert(lines.begin(), std::move(line));
+    }
+  }
+  std::string out = join(lines, " | ");
+  return out.size() > kMost ? "..." + out.substr(out.size() - kMost) : out;
+}
+
+}  // namespace
+
+std::string container_start_failure(const json& pod) {
+  // ContainerCreating and PodInitializing are progress, not failures.
+  static const std::set<std::string, std::less<>> kStuck = {
+      "ErrImagePull",         "ImagePullBackOff",  "ErrImageNeverPull",
+      "InvalidImageName",     "CrashLoopBackOff",  "CreateContainerConfigError",
+      "CreateContainerError", "RunContainerError", "PreStartHookError",
+      "PostStartHookError"};
+  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
+    const json statuses =
+        pod.value(json::json_pointer("/status/" + std::string(field)), json::array());
+    for (const auto& c : statuses) {
+      const json waiting = c.value("/state/waiting"_json_pointer, json::object());
+      const std::string reason = waiting.value("reason", "");
+      if (kStuck.count(reason) != 0) {
+        std::string out = "container " + c.value("name", "") + ": " + reason;
+        // A crash loop's back-off message says nothing of the crash; the last exit does, and
+        // with FallbackToLogsOnError its message is the end of the container's log.
+        const json last = c.value("/lastState/terminated"_json_pointer, json::object());
+        if (reason == "CrashLoopBackOff" && last.contains("exitCode")) {
+          out += ": exit code " + std::to_string(last.value("exitCode", 0));
+          if (const std::string tail = log_end(last.value("message", "")); !tail.empty()) {
+            out += ": " + tail;
+          }
+        } else if (const std::string message = waiting.value("message", ""); !message.empty()) {
+          out += ": " + message;
+        }
+        return out;
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> node_features(const std::string& spec,
+                                       const std::vector<std::string>& current) {
+  std::vector<std::string> out;
+  for (const auto& f : current) {
+    if (!f.starts_with(kFeaturePrefix)) {
+      out.push_back(f);
+    }
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) {
+      comma = spec.size();
+    }
+    std::string word = spec.substr(start, comma - start);
+    word.erase(0, word.find_first_not_of(' '));
+    word.erase(word.find_last_not_of(' ') + 1);
+    if (!word.empty()) {
+      std::string feature = std::string(kFeaturePrefix) + word;
+      if (std::find(out.begin(), out.end(), feature) == out.end()) {
+        out.push_back(std::move(feature));
+      }
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline) {
+  if (!deadline) {
+    return "";
+  }
+  if (*deadline == slurm::Time::max()) {
+    return "9999-12-31T23:59:59Z";
+  }
+  return kube::format_time(*deadline);
+}
+
+std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
+                                                  const std::map<std::string, slurm::Node>& nodes) {
+  std::map<std::string, slurm::Time> out;
+  for (const auto& [id, job] : jobs) {
+    if (!job.has("RUNNING") && !job.has("COMPLETING") && !job.has("SUSPENDED")) {
+      continue;
+    }
+    // Slurm's end_time is the start plus the limit, moved on by suspensions; a job without a
+    // limit never ends.
+    slurm::Time end = slurm::Time::max();
+    if (job.time_limit) {
+      if (job.end_time && job.end_time > job.start_time) {
+        end = *job.end_time;
+      } else if (job.start_time) {
+        end = *job.start_time + *job.time_limit;
+      }
+    }
+    const auto names = slurm::expand_hostlist(job.nodes);
+    if (!names) {
+      continue;
+    }
+    for (const auto& name : *names) {
+      auto [it, inserted] = out.emplace(name, end);
+      if (!inserted) {
+        it->second = std::max(it->second, end);
+      }
+    }
+  }
+  for (const auto& [name, node] : nodes) {
+    if (node.busy() && out.count(name) == 0) {
+      out.emplace(name, slurm::Time::max());
+    }
+  }
+  return out;
+}
+
+}  // namespace tightrope::op
