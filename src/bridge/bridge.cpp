@@ -358,6 +358,60 @@ std::optional<int64_t> Bridge::pod_group_min_member(const GroupKey& group) {
   return min->is_number_integer() ? std::optional<int64_t>(min->get<int64_t>()) : std::nullopt;
 }
 
+std::set<int64_t> Bridge::claiming_jobs(const std::string& key) {
+  std::set<int64_t> claimed;
+  {
+    std::lock_guard lock(claims_mu_);
+    if (const auto it = claims_.find(key); it != claims_.end()) {
+      claimed = it->second;
+    }
+  }
+  std::lock_guard lock(recent_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [id, recent] : recent_) {
+    if (recent.group == key && !recent.cancelled && now - recent.at < kRecentJob) {
+      claimed.insert(id);
+    }
+  }
+  return claimed;
+}
+
+std::optional<JobView> Bridge::job_view(int64_t id, const slurm::SlurmSnapshot& snapshot) {
+  std::optional<Recent> recent;
+  {
+    std::lock_guard lock(recent_mu_);
+    const auto it = recent_.find(id);
+    if (it != recent_.end() && std::chrono::steady_clock::now() - it->second.at < kRecentJob) {
+      recent = it->second;
+    }
+  }
+  if (const auto it = snapshot.jobs->find(id); it != snapshot.jobs->end()) {
+    JobView v{it->second, true};
+    if (recent && recent->cancelled && v.job.active()) {
+      v.job.state = {"CANCELLED"};  // taken by Slurm; the feed shows it at its next read
+    }
+    return v;
+  }
+  if (recent) {
+    JobView v;
+    v.job.id = id;
+    v.job.state = {recent->cancelled ? "CANCELLED" : "PENDING"};
+    v.job.admin_comment = recent->admin_comment;
+    return v;
+  }
+  auto asked = slurm_.get_job(id);
+  if (asked) {
+    return JobView{*asked, true};
+  }
+  if (asked.error().kind == slurm::ErrorKind::kNotFound) {
+    JobView gone;
+    gone.job.id = id;
+    gone.known = false;
+    return gone;
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
   const auto group = GroupKey::parse(key);
   if (!group) {
@@ -391,61 +445,9 @@ kube::ReconcileOutcome Bridge::reconcile_group(const std::string& key) {
       subgroups.push_back({p.get()});
     }
   }
-  // The jobs that claim the group: as the feed read them, and those submitted a moment ago
-  // (whose pods' labels the cache may not show yet: without them, the group would be
-  // submitted twice).
-  std::set<int64_t> claimed;
-  {
-    std::lock_guard lock(claims_mu_);
-    if (const auto it = claims_.find(key); it != claims_.end()) {
-      claimed = it->second;
-    }
-  }
-  {
-    std::lock_guard lock(recent_mu_);
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& [id, recent] : recent_) {
-      if (recent.group == key && !recent.cancelled && now - recent.at < kRecentJob) {
-        claimed.insert(id);
-      }
-    }
-  }
+  const std::set<int64_t> claimed = claiming_jobs(key);
   const slurm::SlurmSnapshot snapshot = feed_.snapshot();
-  const auto view_of = [&](int64_t id) -> std::optional<JobView> {
-    std::optional<Recent> recent;
-    {
-      std::lock_guard lock(recent_mu_);
-      const auto it = recent_.find(id);
-      if (it != recent_.end() && std::chrono::steady_clock::now() - it->second.at < kRecentJob) {
-        recent = it->second;
-      }
-    }
-    if (const auto it = snapshot.jobs->find(id); it != snapshot.jobs->end()) {
-      JobView v{it->second, true};
-      if (recent && recent->cancelled && v.job.active()) {
-        v.job.state = {"CANCELLED"};  // taken by Slurm; the feed shows it at its next read
-      }
-      return v;
-    }
-    if (recent) {
-      JobView v;
-      v.job.id = id;
-      v.job.state = {recent->cancelled ? "CANCELLED" : "PENDING"};
-      v.job.admin_comment = recent->admin_comment;
-      return v;
-    }
-    auto asked = slurm_.get_job(id);
-    if (asked) {
-      return JobView{*asked, true};
-    }
-    if (asked.error().kind == slurm::ErrorKind::kNotFound) {
-      JobView gone;
-      gone.job.id = id;
-      gone.known = false;
-      return gone;
-    }
-    return std::nullopt;
-  };
+  const auto view_of = [&](int64_t id) { return job_view(id, snapshot); };
   std::set<int64_t> used;
   bool retry = false;
   bool later = false;

@@ -67,6 +67,13 @@ class Bridge final : public kube::Runnable {
   class NodeReconciler;
 
   kube::ReconcileOutcome reconcile_group(const std::string& key);
+  // The jobs that claim group `key`: as the feed read them, and those submitted a moment ago
+  // (whose pods' labels the cache may not show yet: without them, the group would be
+  // submitted twice).
+  std::set<int64_t> claiming_jobs(const std::string& key);
+  // Job `id` as the snapshot, a moment-old submission or cancellation, or a direct read says;
+  // nullopt when Slurm cannot be asked.
+  std::optional<JobView> job_view(int64_t id, const slurm::SlurmSnapshot& snapshot);
   kube::ReconcileOutcome reconcile_node(const std::string& slurm_name);
 
   // How a group's plan went: done, failed (retried with backoff), or waiting for something no

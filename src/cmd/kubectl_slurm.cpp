@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 
@@ -81,6 +82,33 @@ int print(const Flags& flags, const nlohmann::json& report, const std::string& t
     std::cout << text;
   }
   return 0;
+}
+
+// doctor --list: the catalog of checks.
+int list_checks(const Flags& flags) {
+  nlohmann::json catalog = nlohmann::json::array();
+  for (const auto& check : doctor::catalog()) {
+    catalog.push_back({{"id", check.id}, {"symptom", check.symptom}, {"fix", check.fix}});
+    if (flags.output == "text") {
+      std::cout << check.id << "\t" << check.symptom << "\n";
+    }
+  }
+  if (flags.output != "text") {
+    print(flags, {{"checks", catalog}}, "");
+  }
+  return 0;
+}
+
+// The first of `ids` the catalog lacks, "" when it has them all.
+std::string unknown_check(const std::vector<std::string>& ids) {
+  for (const auto& id : ids) {
+    const auto& catalog = doctor::catalog();
+    if (std::none_of(catalog.begin(), catalog.end(),
+                     [&](const auto& check) { return check.id == id; })) {
+      return id;
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -163,27 +191,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (doctor->parsed() && list) {
-    nlohmann::json catalog = nlohmann::json::array();
-    for (const auto& check : doctor::catalog()) {
-      catalog.push_back({{"id", check.id}, {"symptom", check.symptom}, {"fix", check.fix}});
-      if (flags.output == "text") {
-        std::cout << check.id << "\t" << check.symptom << "\n";
-      }
-    }
-    if (flags.output != "text") {
-      print(flags, {{"checks", catalog}}, "");
-    }
-    return 0;
+    return list_checks(flags);
   }
-  for (const auto& id : only) {
-    bool known = false;
-    for (const auto& check : doctor::catalog()) {
-      known = known || check.id == id;
-    }
-    if (!known) {
-      std::cerr << "kubectl-slurm: no check " << id << " (kubectl slurm doctor --list)\n";
-      return kError;
-    }
+  if (const std::string unknown = unknown_check(only); !unknown.empty()) {
+    std::cerr << "kubectl-slurm: no check " << unknown << " (kubectl slurm doctor --list)\n";
+    return kError;
   }
 
   auto config = kube::load_default(flags.kubeconfig, flags.context);

@@ -290,6 +290,17 @@ struct Planner {
     }
   }
   void release_claims(const WorkerPod& w, const std::string& why);
+  // The maintenance reservation deleted, guarding what follows in the NodeSet's chain (the
+  // finalizer that marks it).
+  void release_reservation(FailureEffect effect, const std::string& reason) {
+    const std::string name = maintenance_reservation_name(n);
+    std::vector<NodeSetEvent> events;
+    if (world.slurm.reservation) {
+      events.push_back(
+          {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + name});
+    }
+    add(ReleaseReservation{name}, "", effect, reason, std::move(events), true);
+  }
 
   bool holds(std::string_view finalizer) const {
     return std::find(world.finalizers.begin(), world.finalizers.end(), finalizer) !=
@@ -610,13 +621,7 @@ void Planner::keep_finalizers_and_reservation() {
     }
   }
   if (holds_reservation && (!scheduled || outdated.empty()) && slurm_ok) {
-    std::vector<NodeSetEvent> events;
-    if (world.slurm.reservation) {
-      events.push_back(
-          {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + maint});
-    }
-    add(ReleaseReservation{maint}, "", FailureEffect::kReservation, "RemovalFailed",
-        std::move(events), true);
+    release_reservation(FailureEffect::kReservation, "RemovalFailed");
     add(SetFinalizers{finalizers_with(api::kFinalizerNodeSetReservation, false, finalizers)}, "",
         FailureEffect::kReservation, "RemovalFailed");
     finalizers_written = true;
@@ -964,13 +969,7 @@ void Planner::plan_deletion() {
   if (holds(api::kFinalizerNodeSetReservation)) {
     const std::string maint = maintenance_reservation_name(n);
     if (slurm_ok) {
-      std::vector<NodeSetEvent> deleted_events;
-      if (world.slurm.reservation) {
-        deleted_events.push_back(
-            {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + maint});
-      }
-      add(ReleaseReservation{maint}, "", FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
-          std::move(deleted_events), true);
+      release_reservation(FailureEffect::kDeletionBlocked, "SlurmUpdateFailed");
       std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
     } else if (!world.controller) {
       // No Controller left to reach Slurm through, ever: an administrator's scontrol is.
@@ -981,7 +980,7 @@ void Planner::plan_deletion() {
       std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
     } else {
       block(slurm_why, "Slurm maintenance reservation " + maint + " kept: " + slurm_problem);
-      left.push_back("the maintenance reservation");
+      left.emplace_back("the maintenance reservation");
     }
   }
 
@@ -997,7 +996,7 @@ void Planner::plan_deletion() {
         condemned[w.name] = "NodeSet deletion";
       }
       drain_and_delete();
-      const size_t going = static_cast<size_t>(plan.terminating);
+      const auto going = static_cast<size_t>(plan.terminating);
       const size_t staying = active.size() + world.expected.creations.size();
       // Pods deleted that do not end hold nothing the operator could still save.
       if (staying > 0 || (going > 0 && !patience_spent)) {

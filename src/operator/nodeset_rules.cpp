@@ -20,7 +20,6 @@
 
 namespace tightrope::op {
 
-using build::join;
 using nlohmann::json;
 
 namespace {

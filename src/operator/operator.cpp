@@ -215,11 +215,15 @@ void Operator::wire_nodes() {
 Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
   const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
   const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
-  const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
-    auto& informer = factory_.informer<Document>(type, ns, kube::decode_document);
+  const auto cached = [&](const kube::ResourceType& type,
+                          const std::string& selector) -> Informer<Document>& {
+    auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);
     cache_.add(type, &informer);
     informers_.push_back(&informer);
     return informer;
+  };
+  const auto crd = [&](const kube::ResourceType& type) -> Informer<Document>& {
+    return cached(type, "");
   };
   auto& controller_inf = crd(resources::controllers());
   auto& nodeset_inf = crd(resources::nodesets());
@@ -243,13 +247,6 @@ Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
   auto& services = meta(kube::resources::services(), managed);
   auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
   auto& deployments = meta(kube::resources::deployments(), managed);
-  const auto cached = [&](const kube::ResourceType& type,
-                          const std::string& selector) -> Informer<Document>& {
-    auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);
-    cache_.add(type, &informer);
-    informers_.push_back(&informer);
-    return informer;
-  };
   // slurmd pods without their containers, volumes and container statuses, which no reconciler
   // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
   // a waiting state stays (with a crash loop's last exit), which says why a container does not

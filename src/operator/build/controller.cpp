@@ -241,40 +241,78 @@ api::FieldErrors check_controller_config(const api::Controller& c, const Control
   return errors;
 }
 
+namespace {
+
+// The Controller's extraConf as build_slurm_conf uses it: list-valued keys the operator also
+// sets are merged into its lines, the rest is appended as written (check_controller_config
+// refused what cannot be), and the keys the operator writes only when the user does not.
+struct ExtraConf {
+  std::map<std::string, std::string> merged;  // lower-case key -> the user's list
+  std::string text;                           // the rest, as written
+  std::set<std::string> user_keys;            // lower-case
+};
+
+ExtraConf read_extra_conf(const std::string& extra_conf) {
+  ExtraConf out;
+  auto extra = slurm::parse_slurm_conf(extra_conf, "extraConf");
+  if (!extra) {
+    return out;
+  }
+  slurm::SlurmConf rest;
+  for (const auto& line : extra->lines()) {
+    if (line.kind == slurm::ConfLine::Kind::kSetting && !slurm::is_record_key(line.key())) {
+      for (const auto& [key, value] : line.pairs) {
+        out.user_keys.insert(lower(key));
+      }
+    }
+    if (line.kind == slurm::ConfLine::Kind::kSetting && line.pairs.size() == 1 &&
+        merged_keys().count(lower(line.key())) != 0) {
+      auto& value = out.merged[lower(line.key())];
+      value = union_list(value, line.pairs.front().second);
+      continue;
+    }
+    rest.append(line);
+  }
+  out.text = rest.render();
+  return out;
+}
+
+// One NodeSet line per NodeSet, and its partition where enabled.
+void append_nodesets(slurm::SlurmConf& conf, const api::Controller& c, const ControllerInputs& in) {
+  const auto nodesets = sorted_nodesets(in);
+  const bool nvlink = build_topology_yaml(c, in).has_value();
+  if (!nodesets.empty()) {
+    conf.append_blank();
+    conf.append_comment("# One NodeSet (and partition, where enabled) per NodeSet resource");
+  }
+  for (const api::NodeSet* n : nodesets) {
+    conf.append_setting({{"NodeSet", n->slurm_name()}, {"Feature", n->slurm_name()}});
+    if (n->spec.partition.enabled) {
+      std::string text = partition_line(*n);
+      // A NodeSet on NVLink cliques schedules its partition's jobs on the cliques' blocks,
+      // unless its partition names a topology of its own.
+      if (nvlink && nodeset_on_cliques(*n) &&
+          lower(n->spec.partition.config).find("topology=") == std::string::npos) {
+        text += " Topology=" + std::string(kNvlinkTopology);
+      }
+      auto line = slurm::parse_slurm_conf(text, "partition");
+      if (line && !line->lines().empty()) {
+        conf.append(line->lines().front());
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in) {
   const api::ControllerSpec& s = c.spec;
-  // The user's extraConf: list-valued keys the operator also sets are merged into its lines,
-  // the rest is appended as written (check_controller_config refused what cannot be).
-  std::map<std::string, std::string> merged;
-  std::string extra_text;
-  if (auto extra = slurm::parse_slurm_conf(s.extra_conf, "extraConf")) {
-    slurm::SlurmConf rest;
-    for (const auto& line : extra->lines()) {
-      if (line.kind == slurm::ConfLine::Kind::kSetting && line.pairs.size() == 1 &&
-          merged_keys().count(lower(line.key())) != 0) {
-        auto& value = merged[lower(line.key())];
-        value = union_list(value, line.pairs.front().second);
-        continue;
-      }
-      rest.append(line);
-    }
-    extra_text = rest.render();
-  }
+  const ExtraConf extra = read_extra_conf(s.extra_conf);
+  const std::map<std::string, std::string>& merged = extra.merged;
   const auto with_extra = [&](const char* key, const std::string& value) {
     const auto it = merged.find(lower(key));
     return it == merged.end() ? value : union_list(value, it->second);
   };
-  // Keys the operator writes only when extraConf leaves them alone.
-  std::set<std::string> user_keys;
-  if (auto extra = slurm::parse_slurm_conf(s.extra_conf, "extraConf")) {
-    for (const auto& line : extra->lines()) {
-      if (line.kind == slurm::ConfLine::Kind::kSetting && !slurm::is_record_key(line.key())) {
-        for (const auto& [key, value] : line.pairs) {
-          user_keys.insert(lower(key));
-        }
-      }
-    }
-  }
 
   slurm::SlurmConf conf;
   conf.append_comment("# slurm.conf of Slurm cluster " + c.cluster_name() +
@@ -299,7 +337,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
     conf.set("StateSaveLocation", "/var/spool/slurmctld");
   }
   const auto soft = [&](const char* key, const std::string& value) {
-    if (user_keys.count(lower(key)) == 0) {
+    if (extra.user_keys.count(lower(key)) == 0) {
       conf.set(key, value);
     }
   };
@@ -367,31 +405,10 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   scripts("EpilogSlurmctld", s.epilog_slurmctld_script_refs, false);
   scripts("Prolog", s.prolog_script_refs, true);
   scripts("Epilog", s.epilog_script_refs, true);
-  const auto nodesets = sorted_nodesets(in);
-  const bool nvlink = build_topology_yaml(c, in).has_value();
-  if (!nodesets.empty()) {
-    conf.append_blank();
-    conf.append_comment("# One NodeSet (and partition, where enabled) per NodeSet resource");
-  }
-  for (const api::NodeSet* n : nodesets) {
-    conf.append_setting({{"NodeSet", n->slurm_name()}, {"Feature", n->slurm_name()}});
-    if (n->spec.partition.enabled) {
-      std::string text = partition_line(*n);
-      // A NodeSet on NVLink cliques schedules its partition's jobs on the cliques' blocks,
-      // unless its partition names a topology of its own.
-      if (nvlink && nodeset_on_cliques(*n) &&
-          lower(n->spec.partition.config).find("topology=") == std::string::npos) {
-        text += " Topology=" + std::string(kNvlinkTopology);
-      }
-      auto line = slurm::parse_slurm_conf(text, "partition");
-      if (line && !line->lines().empty()) {
-        conf.append(line->lines().front());
-      }
-    }
-  }
+  append_nodesets(conf, c, in);
   std::string text = conf.render();
-  if (!extra_text.empty() && extra_text.find_first_not_of(" \n\t") != std::string::npos) {
-    text += "\n### EXTRA CONFIG ###\n" + extra_text;
+  if (!extra.text.empty() && extra.text.find_first_not_of(" \n\t") != std::string::npos) {
+    text += "\n### EXTRA CONFIG ###\n" + extra.text;
     if (text.back() != '\n') {
       text += '\n';
     }

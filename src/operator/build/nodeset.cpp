@@ -289,28 +289,10 @@ void add_sshd(const api::NodeSet& n, json& container, json& volumes) {
   volumes.push_back(sssd);
 }
 
-}  // namespace
-
-Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
-                                            const PodIdentity& identity,
-                                            const std::string& pinned_node) {
-  auto conf = slurmd_conf(n);
-  if (!conf) {
-    return fail(conf.error());
-  }
-  const api::Controller& c = in.controller;
-  const std::string& name = identity.name;
-  const std::string& hostname = identity.hostname;
-  json labels = component_labels("slurmd", n.metadata.name, "worker");
-  labels[api::kLabelCluster] = c.metadata.name;
-  labels[api::kLabelNodeSetPodName] = name;
-  if (!identity.index.empty()) {
-    labels[api::kLabelNodeSetPodIndex] = identity.index;
-  }
-  labels[api::kLabelNodeSetPodHostname] = hostname;
-  labels[api::kLabelNodeSetScalingMode] = n.spec.scaling_mode;
-  labels["controller-revision-hash"] = nodeset_revision_name(n, in);
-
+// The slurmd container of pod `hostname` (spec.slurmd merged over it), with sshd's mounts and
+// the volumes they need (added to `ssh_volumes`) when spec.ssh is on.
+json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std::string& hostname,
+                      const std::string& conf, json& ssh_volumes) {
   const auto env_from_limit = [](const char* var, const char* resource, const char* divisor) {
     json ref = json::object();
     ref["containerName"] = "slurmd";
@@ -347,7 +329,7 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   container["name"] = "slurmd";
   container["image"] = slurm_image("slurmd");
   container["args"] =
-      json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", *conf});
+      json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", conf});
   container["env"] = env;
   // A slurmd that dies shows the end of its log in the pod's status, and so in the NodeSet's
   // PodsFailing message: "fatal: ..." without kubectl logs.
@@ -375,11 +357,36 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   log_mount["name"] = "logfile";
   log_mount["mountPath"] = "/var/log/slurm";
   container["volumeMounts"] = json::array({mount, log_mount});
-  json ssh_volumes = json::array();
   if (n.spec.ssh.enabled) {
     add_sshd(n, container, ssh_volumes);
   }
-  container = merge_over(container, n.spec.slurmd);
+  return merge_over(container, n.spec.slurmd);
+}
+
+}  // namespace
+
+Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSetInputs& in,
+                                            const PodIdentity& identity,
+                                            const std::string& pinned_node) {
+  auto conf = slurmd_conf(n);
+  if (!conf) {
+    return fail(conf.error());
+  }
+  const api::Controller& c = in.controller;
+  const std::string& name = identity.name;
+  const std::string& hostname = identity.hostname;
+  json labels = component_labels("slurmd", n.metadata.name, "worker");
+  labels[api::kLabelCluster] = c.metadata.name;
+  labels[api::kLabelNodeSetPodName] = name;
+  if (!identity.index.empty()) {
+    labels[api::kLabelNodeSetPodIndex] = identity.index;
+  }
+  labels[api::kLabelNodeSetPodHostname] = hostname;
+  labels[api::kLabelNodeSetScalingMode] = n.spec.scaling_mode;
+  labels["controller-revision-hash"] = nodeset_revision_name(n, in);
+
+  json ssh_volumes = json::array();
+  const json container = slurmd_container(n, c, hostname, *conf, ssh_volumes);
 
   const std::string workers = worker_service_name(c);
   json base = json::object();

@@ -1043,6 +1043,47 @@ TEST_F(NodeSetTest, ADeletedNodeSetWaitsForTheJobsOnItsPods) {
   EXPECT_TRUE(pods().empty());
 }
 
+// A NodeSet whose spec the operator cannot read when it is deleted (written around the
+// webhook) keeps its pod and its finalizer, and says why and the ways out; once the spec is
+// corrected, the deletion goes on, drain-first.
+TEST_F(NodeSetTest, AnUnreadableNodeSetBeingDeletedKeepsItsPodsUntilItsSpecIsCorrected) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string good = "Features=" + TestBed::var("SLURM_PARTITION");
+  const auto set_extra_conf = [&](const std::string& conf) {
+    auto patched = client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                                  {{"spec", {{"extraConf", conf}}}});
+    ASSERT_TRUE(patched) << patched.error().message;
+  };
+  set_extra_conf(good + " Weight");  // a key without a value: the webhook would refuse it
+  ASSERT_TRUE(
+      eventually([&] { return nodeset_condition("Ready") == "False/InvalidSpec"; }, kConverge));
+  ASSERT_TRUE(client_->remove(resources::nodesets(), ns_, nodeset_));
+  ASSERT_TRUE(eventually([&] { return nodeset_condition("DeletionBlocked") == "True/InvalidSpec"; },
+                         kConverge))
+      << describe();
+  const auto warned = [&] {
+    auto events = client_->list(kube::resources::events(), ns_, {});
+    return events && std::any_of(events->items.begin(), events->items.end(), [&](const json& e) {
+             return e.value("type", "") == "Warning" &&
+                    e.value("reason", "") == "DeletionBlocked" &&
+                    e.value("message", "").find("spec.extraConf") != std::string::npos &&
+                    e.value("/involvedObject/name"_json_pointer, std::string()) == nodeset_;
+           });
+  };
+  EXPECT_TRUE(eventually(warned, kConverge));
+  // Held, pod and NodeSet, for as long as the spec cannot be read.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_EQ(pod_names().size(), 1U) << describe();
+  EXPECT_TRUE(client_->get(resources::nodesets(), ns_, nodeset_).ok());
+
+  set_extra_conf(good);
+  EXPECT_TRUE(eventually([&] { return !client_->get(resources::nodesets(), ns_, nodeset_).ok(); },
+                         kConverge))
+      << describe();
+  EXPECT_TRUE(pods().empty());
+}
+
 // The API server refuses the pods (their PriorityClass does not exist): the NodeSet says so in
 // Ready and a Warning Event, retries with backoff, and creates them once the class exists.
 TEST_F(NodeSetTest, ARefusedCreationIsAConditionAndAnEventAndIsRetried) {
