@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
                  "URL of a RestApi's slurmrestd; {service} and {namespace} are replaced")
       ->capture_default_str();
   app.add_option("--slurm-check-period", check_period,
-                 "seconds between a Controller's checks that Slurm answers")
+                 "seconds between a Controller's doctor's checks while Slurm answers")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
   std::string mirror = "none";
