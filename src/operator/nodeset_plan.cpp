@@ -650,11 +650,18 @@ void Planner::drain_and_delete() {
     }
     const slurm::Node* node = node_of(w);
     if (node == nullptr) {
-      if (w.ready) {
-        block("SlurmNodeNotFound", "pod " + w.name + " kept: Slurm has no node " + w.hostname +
-                                       ", so the operator cannot tell whether it runs jobs");
-      } else {
+      // A Slurm that answers and has no node of its name runs no job there; one just registered
+      // may not be in the snapshot yet, so a ready pod gets the grace a pod that stays gets
+      // (mirror_the_pods_that_stay) before it is taken for one Slurm lost.
+      const auto since = kube::parse_time(w.ready_since);
+      if (!w.ready) {
         delete_pod(w, "its slurmd never registered (" + why + ")");
+      } else if (since && *since + kUnregisteredGrace <= now) {
+        release_claims(w, why);
+        delete_pod(w, "Slurm has no node " + w.hostname + ", so it runs no job (" + why + ")");
+      } else {
+        block("SlurmNodeNotFound", "pod " + w.name + " kept: Slurm has no node " + w.hostname +
+                                       " yet, so the operator cannot tell whether it runs jobs");
       }
       continue;
     }
@@ -943,6 +950,13 @@ void Planner::prune_slurm_records() {
     std::set<std::string> hostnames = fresh_hostnames;
     for (const auto& w : pods) {
       hostnames.insert(w.hostname);
+    }
+    // Nor one a pod created before, not in the cache yet, registers under: a deletion planned
+    // from the old record's DOWN could take the record its new slurmd just made.
+    for (const auto& name : world.expected.creations) {
+      if (const int64_t ordinal = build::nodeset_pod_ordinal(n, name); !daemon && ordinal >= 0) {
+        hostnames.insert(build::nodeset_pod_hostname(n, ordinal));
+      }
     }
     for (const auto& [name, node] : nodes) {
       const json info = json::parse(node.comment, nullptr, false);
