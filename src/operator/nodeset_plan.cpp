@@ -27,10 +27,6 @@ namespace {
 constexpr size_t kMaxCreatesPerReconcile = 250;
 constexpr std::chrono::seconds kUnregisteredGrace{120};
 
-std::string pod_key(const std::string& ns, const std::string& pod) {
-  return ns + "/" + pod;
-}
-
 }  // namespace
 
 namespace {
@@ -666,7 +662,7 @@ void Planner::drain_and_delete() {
       continue;
     }
     if (drain_needed(*node)) {
-      add(DrainSlurmNode{w.hostname, condemned_reason(pod_key(ns, w.name), why)}, w.name,
+      add(DrainSlurmNode{w.hostname, condemned_reason(kube::object_key(ns, w.name), why)}, w.name,
           FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
           {{false, "DrainingPod",
             "Draining Slurm node " + w.hostname + " of pod " + w.name + " before deleting it (" +
@@ -825,7 +821,7 @@ bool within_topology(const std::string& current, const std::string& wanted) {
 // the Node when asked; the node's comment links it to its pod, its topology and features follow
 // the Node's annotations.
 void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
-  const std::string key = pod_key(ns, w.name);
+  const std::string key = kube::object_key(ns, w.name);
   const auto found = world.kube_nodes.find(w.kube_node);
   const kube::Document* kube_node = found == world.kube_nodes.end() ? nullptr : found->second.get();
   const bool cordoned =
