@@ -647,11 +647,11 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
           return slurm_error(client.undrain(c.node));
         });
       },
-      [slurm_write, &key](const ResumeSlurmNode& c) {
+      [slurm_write](const ResumeSlurmNode& c) {
         return slurm_write(
             [&](slurm::Client& client) { return slurm_error(client.resume(c.node)); });
       },
-      [slurm_write, &key](const UpdateSlurmNode& c) {
+      [slurm_write](const UpdateSlurmNode& c) {
         return slurm_write([&](slurm::Client& client) {
           return slurm_error(client.update_node(c.node, c.update));
         });
@@ -662,12 +662,12 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
           return slurm_error(client.delete_node(c.node), true);
         });
       },
-      [slurm_write, &key](const ReleaseReservation& c) {
+      [slurm_write](const ReleaseReservation& c) {
         return slurm_write([&](slurm::Client& client) {
           return slurm_error(client.delete_reservation(c.name), true);
         });
       },
-      [slurm_write, &key](const SyncReservation& c) {
+      [slurm_write](const SyncReservation& c) {
         return slurm_write([&](slurm::Client& client) {
           return c.update ? slurm_error(client.update_reservation(c.wanted.name, *c.update))
                           : slurm_error(client.create_reservation(c.wanted));
