@@ -1,8 +1,8 @@
 // How fast an informer turns a list of pods into its cache, and what each cached pod costs:
 // 10,000 slurmd worker pods as the NodeSet controller creates them (labels, owner reference,
 // a full container spec, managed fields, status with Slurm conditions), decoded from one list
-// answer into a Store, once keeping whole documents and once a projection of the fields the
-// controllers read. Writes bench/results/kube_decode.json (path as the first argument).
+// answer into a Store, once keeping whole documents and once as the operator's cache keeps
+// them (CachedPod). Writes bench/results/kube_decode.json (path as the first argument).
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
@@ -14,14 +14,15 @@
 
 #include "kube/object.hpp"
 #include "kube/store.hpp"
+#include "operator/cached_pod.hpp"
 
 namespace {
 
 using nlohmann::json;
 using tightrope::kube::DecodeResult;
 using tightrope::kube::Document;
-using tightrope::kube::ObjectMeta;
 using tightrope::kube::Store;
+using tightrope::op::CachedPod;
 
 constexpr int kPods = 10000;
 
@@ -171,49 +172,6 @@ const std::string& pod_list() {
   return text;
 }
 
-// What the NodeSet controller reads of a worker pod.
-struct WorkerPod {
-  ObjectMeta meta;
-  std::string node_name;
-  std::string pod_ip;
-  std::string phase;
-  bool ready = false;
-  struct Condition {
-    std::string type;
-    bool status = false;
-  };
-  std::vector<Condition> conditions;
-};
-
-DecodeResult decode_worker_pod(simdjson::dom::element object, WorkerPod* out) {
-  using tightrope::kube::string_at;
-  if (auto ok = tightrope::kube::decode_meta(object, &out->meta); !ok) {
-    return ok;
-  }
-  simdjson::dom::element spec;
-  if (object["spec"].get(spec) == simdjson::SUCCESS) {
-    out->node_name = string_at(spec, "nodeName");
-  }
-  simdjson::dom::element status;
-  if (object["status"].get(status) == simdjson::SUCCESS) {
-    out->phase = string_at(status, "phase");
-    out->pod_ip = string_at(status, "podIP");
-    simdjson::dom::array conditions;
-    if (status["conditions"].get_array().get(conditions) == simdjson::SUCCESS) {
-      for (const auto c : conditions) {
-        WorkerPod::Condition cond{std::string(string_at(c, "type")),
-                                  string_at(c, "status") == "True"};
-        if (cond.type == "Ready") {
-          out->ready = cond.status;
-        }
-        out->conditions.push_back(std::move(cond));
-      }
-      out->conditions.shrink_to_fit();
-    }
-  }
-  return std::monostate{};
-}
-
 DecodeResult decode_document(simdjson::dom::element object, Document* out) {
   return tightrope::kube::decode_document(object, out);
 }
@@ -255,7 +213,7 @@ void decode_into_store(benchmark::State& state, Decode decode) {
 }
 
 void BM_DecodePodListProjected(benchmark::State& state) {
-  decode_into_store<WorkerPod>(state, decode_worker_pod);
+  decode_into_store<CachedPod>(state, tightrope::op::decode_cached_pod);
 }
 void BM_DecodePodListFull(benchmark::State& state) {
   decode_into_store<Document>(state, decode_document);
@@ -308,7 +266,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
-  const double projected = bytes_per_cached_pod<WorkerPod>(decode_worker_pod);
+  const double projected = bytes_per_cached_pod<CachedPod>(tightrope::op::decode_cached_pod);
   const double full = bytes_per_cached_pod<Document>(decode_document);
   const json result = {
       {"pods", kPods},

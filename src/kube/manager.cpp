@@ -1,6 +1,5 @@
 #include "kube/manager.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +11,7 @@
 #include <tuple>
 
 #include "base/log.hpp"
+#include "base/memory.hpp"
 #include "kube/endpoints.hpp"
 
 namespace tightrope::kube {
@@ -111,7 +111,7 @@ int Manager::run(Runnable& runnable) {
   const timespec trim{static_cast<time_t>(options_.trim_period.count()), 0};
   int signal = 0;
   while ((signal = sigtimedwait(&signals, nullptr, &trim)) < 0) {
-    malloc_trim(0);
+    return_free_memory();
   }
   log::info(name + ".stopping", {{"signal", std::to_string(signal)}});
   stopping = true;

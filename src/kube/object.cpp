@@ -1,7 +1,5 @@
 #include "kube/object.hpp"
 
-#include <algorithm>
-
 namespace tightrope::kube {
 
 std::string object_key(std::string_view namespace_name, std::string_view name) {
@@ -133,41 +131,27 @@ nlohmann::json to_json(simdjson::dom::element element) {
   return nullptr;
 }
 
-DecodeResult decode_document_without(simdjson::dom::element object, Document* out,
-                                     std::span<const FieldPath> drop) {
+DecodeResult decode_document(simdjson::dom::element object, Document* out) {
   if (auto meta = decode_meta(object, &out->meta); !meta) {
     return meta;
   }
-  // metadata.managedFields is always left out: no controller reads it, and on a pod that
-  // several writers touched it is a third of the object.
-  static constexpr FieldPath kManagedFields{"metadata", "managedFields"};
+  // metadata.managedFields is left out: no controller reads it, and on a pod that several
+  // writers touched it is a third of the object.
   out->doc = nlohmann::json::object();
   for (const auto field : simdjson::dom::object(object)) {
-    const auto dropped_here = [&](std::string_view child) {
-      if (field.key == kManagedFields.first && child == kManagedFields.second) {
-        return true;
-      }
-      return std::any_of(drop.begin(), drop.end(), [&](const FieldPath& path) {
-        return path.first == field.key && path.second == child;
-      });
-    };
-    if (field.value.type() != simdjson::dom::element_type::OBJECT) {
+    if (field.key != "metadata" || field.value.type() != simdjson::dom::element_type::OBJECT) {
       out->doc[std::string(field.key)] = to_json(field.value);
       continue;
     }
-    nlohmann::json inner = nlohmann::json::object();
+    nlohmann::json meta = nlohmann::json::object();
     for (const auto child : simdjson::dom::object(field.value)) {
-      if (!dropped_here(child.key)) {
-        inner[std::string(child.key)] = to_json(child.value);
+      if (child.key != "managedFields") {
+        meta[std::string(child.key)] = to_json(child.value);
       }
     }
-    out->doc[std::string(field.key)] = std::move(inner);
+    out->doc["metadata"] = std::move(meta);
   }
   return std::monostate{};
-}
-
-DecodeResult decode_document(simdjson::dom::element object, Document* out) {
-  return decode_document_without(object, out, {});
 }
 
 DecodeResult decode_meta_only(simdjson::dom::element object, MetaOnly* out) {

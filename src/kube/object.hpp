@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,11 +56,6 @@ struct Document {
   nlohmann::json doc;
 };
 DecodeResult decode_document(simdjson::dom::element object, Document* out);
-// A Document without the fields a cache's readers never need, each named by its top-level
-// field and the field within it (e.g. {"spec", "containers"}).
-using FieldPath = std::pair<std::string_view, std::string_view>;
-DecodeResult decode_document_without(simdjson::dom::element object, Document* out,
-                                     std::span<const FieldPath> drop);
 
 // Only the identity: enough for a controller that reads the rest from the API when it acts.
 struct MetaOnly {

@@ -3,6 +3,7 @@
 #include <random>
 
 #include "base/log.hpp"
+#include "base/memory.hpp"
 #include "base/metrics.hpp"
 #include "kube/object.hpp"
 
@@ -166,6 +167,10 @@ bool Reflector::list() {
     options.continue_token = std::move(continue_token);
   }
   sink_.end_list();
+  // The parser keeps the capacity of the largest document it read, a page of hundreds of
+  // objects; a watch event is one. Both it and the pages' freed memory go back now.
+  parser_ = simdjson::dom::parser();
+  return_free_memory();
   std::lock_guard lock(mu_);
   ++stats_.lists;
   resource_version_ = list_version;

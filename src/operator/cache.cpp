@@ -1,15 +1,16 @@
 #include "operator/cache.hpp"
 
+#include "kube/resource.hpp"
+
 namespace tightrope::op {
 
 namespace cache_index {
 
-std::vector<std::string> node_of(const kube::Document& pod) {
-  std::string node = pod.doc.value("/spec/nodeName"_json_pointer, std::string());
-  if (node.empty()) {
+std::vector<std::string> node_of(const CachedPod& pod) {
+  if (pod.node_name.empty()) {
     return {};
   }
-  return {std::move(node)};
+  return {pod.node_name};
 }
 
 std::vector<std::string> controller_of(const kube::Document& object) {
@@ -47,14 +48,49 @@ void ResourceCache::add_meta(const kube::ResourceType& type,
   meta_informers_[type.resource].push_back(informer);
 }
 
+void ResourceCache::add_pods(kube::Informer<CachedPod>* informer) {
+  pod_informers_.push_back(informer);
+}
+
+std::vector<ResourceCache::PodPtr> ResourceCache::pods(const std::string& ns) const {
+  std::vector<PodPtr> out;
+  for (const auto* informer : pod_informers_) {
+    for (auto& pod : informer->store().list()) {
+      if (pod->meta.namespace_name == ns) {
+        out.push_back(std::move(pod));
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ResourceCache::PodPtr> ResourceCache::pods_by_index(const std::string& index,
+                                                                const std::string& value) const {
+  std::vector<PodPtr> out;
+  for (const auto* informer : pod_informers_) {
+    for (auto& pod : informer->store().by_index(index, value)) {
+      out.push_back(std::move(pod));
+    }
+  }
+  return out;
+}
+
 bool ResourceCache::caches(const kube::ResourceType& type) const {
-  return informers_.count(type.resource) != 0 || meta_informers_.count(type.resource) != 0;
+  return informers_.count(type.resource) != 0 || meta_informers_.count(type.resource) != 0 ||
+         (type.resource == kube::resources::pods().resource && !pod_informers_.empty());
 }
 
 std::optional<std::string> ResourceCache::resource_version(const kube::ResourceType& type,
                                                            const std::string& key) const {
   if (auto object = get(type, key)) {
     return object->meta.resource_version;
+  }
+  if (type.resource == kube::resources::pods().resource) {
+    for (const auto* informer : pod_informers_) {
+      if (auto pod = informer->store().get(key)) {
+        return pod->meta.resource_version;
+      }
+    }
   }
   const auto it = meta_informers_.find(type.resource);
   if (it == meta_informers_.end()) {

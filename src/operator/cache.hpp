@@ -1,7 +1,7 @@
 // The operator's view of its own resources: one informer per kind and watched namespace, read
-// as one cache. Objects are whole documents (the six kinds are few and small); the objects the
-// operator writes are also known by identity alone (MetaOnly), enough to tell whether one
-// still is as the operator left it.
+// as one cache. Its custom resources are whole documents (few and small); worker pods, as many
+// as Slurm nodes, are CachedPod projections; the objects the operator writes are also known by
+// identity alone (MetaOnly), enough to tell whether one still is as the operator left it.
 #pragma once
 
 #include <map>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kube/informer.hpp"
+#include "operator/cached_pod.hpp"
 
 namespace tightrope::op {
 
@@ -22,17 +23,19 @@ inline constexpr const char* kOwner = "owner-uid";        // the owners' uids (p
 inline constexpr const char* kNode = "node";              // pods: spec.nodeName
 inline constexpr const char* kController = "controller";  // "<ns>/<spec.controllerRef.name>"
 
-std::vector<std::string> node_of(const kube::Document& pod);
+std::vector<std::string> node_of(const CachedPod& pod);
 std::vector<std::string> controller_of(const kube::Document& object);
 }  // namespace cache_index
 
 class ResourceCache {
  public:
   using Ptr = std::shared_ptr<const kube::Document>;
+  using PodPtr = std::shared_ptr<const CachedPod>;
 
   // Registered before the informers start.
   void add(const kube::ResourceType& type, kube::Informer<kube::Document>* informer);
   void add_meta(const kube::ResourceType& type, kube::Informer<kube::MetaOnly>* informer);
+  void add_pods(kube::Informer<CachedPod>* informer);
 
   Ptr get(const kube::ResourceType& type, const std::string& key) const;
   std::vector<Ptr> list(const kube::ResourceType& type, const std::string& ns) const;
@@ -44,6 +47,11 @@ class ResourceCache {
   std::vector<Ptr> by_index(const kube::ResourceType& type, const std::string& index,
                             const std::string& value) const;
 
+  // Worker pods: those of a namespace, and those an index (cache_index::kOwner, kNode) yields
+  // `value` for.
+  std::vector<PodPtr> pods(const std::string& ns) const;
+  std::vector<PodPtr> pods_by_index(const std::string& index, const std::string& value) const;
+
   // Whether objects of the type are cached at all (whole or by identity).
   bool caches(const kube::ResourceType& type) const;
   // The cached resourceVersion of an object; nullopt when the cache does not hold it.
@@ -53,6 +61,7 @@ class ResourceCache {
  private:
   std::map<std::string, std::vector<kube::Informer<kube::Document>*>> informers_;
   std::map<std::string, std::vector<kube::Informer<kube::MetaOnly>*>> meta_informers_;
+  std::vector<kube::Informer<CachedPod>*> pod_informers_;
 };
 
 }  // namespace tightrope::op

@@ -206,8 +206,6 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
     if (metrics_ != nullptr) {
       metrics_->forget(request.namespace_name, request.name);
     }
-    std::lock_guard lock(decoded_mu_);
-    decoded_.erase(key);
     return settled();
   }
   const bool deleting = doc->meta.deleting;
@@ -346,29 +344,11 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
       world.revisions.emplace_back(r->doc.value("revision", int64_t{0}), r->meta.name);
     }
   }
-  {
-    // Each pod is decoded once a version (and NodeSet generation: names follow the spec).
-    std::lock_guard lock(decoded_mu_);
-    DecodedPods& known = decoded_[key];
-    DecodedPods now;
-    now.generation = ns_ref.metadata.generation;
-    for (const auto& p :
-         cache_.by_index(kube::resources::pods(), cache_index::kOwner, ns_ref.metadata.uid)) {
-      const kube::OwnerReference* owner = p->meta.controller_ref();
-      if (owner == nullptr || owner->uid != ns_ref.metadata.uid) {
-        continue;
-      }
-      const auto seen = known.pods.find(p->meta.uid);
-      if (known.generation == now.generation && seen != known.pods.end() &&
-          seen->second.first == p->meta.resource_version) {
-        now.pods.insert(known.pods.extract(seen));
-      } else {
-        now.pods[p->meta.uid] = {p->meta.resource_version, worker_pod(ns_ref, p->doc)};
-      }
-      world.pods.push_back(now.pods[p->meta.uid].second);
-      world.pods.back().resource_version = p->meta.resource_version;
+  for (const auto& p : cache_.pods_by_index(cache_index::kOwner, ns_ref.metadata.uid)) {
+    const kube::OwnerReference* owner = p->meta.controller_ref();
+    if (owner != nullptr && owner->uid == ns_ref.metadata.uid) {
+      world.pods.push_back(worker_pod(ns_ref, *p));
     }
-    known = std::move(now);
   }
   world.expected = expectations_.pending(key, world.pods, PodExpectations::Clock::now());
   if (ns_ref.spec.scaling_mode == "DaemonSet") {

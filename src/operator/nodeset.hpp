@@ -81,14 +81,6 @@ class NodeSetReconciler : public ResourceReconciler {
   PodExpectations expectations_;
   // Slurm REST writes in flight at once, all NodeSets together.
   std::counting_semaphore<> slurm_writes_{4};
-  // The NodeSets' pods as last decoded, by uid with the resourceVersion decoded.
-  struct DecodedPods {
-    int64_t generation = 0;
-    std::map<std::string, std::pair<std::string, WorkerPod>> pods;
-  };
-  std::mutex decoded_mu_;
-  std::map<std::string, DecodedPods> decoded_;  // by NodeSet key
-
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
   // spec.ssh: whether the host keys Secret (made once) is absent and the sshd_config ConfigMap
   // is as last applied; why pods must wait when the sssd.conf Secret or the keys cannot be read.

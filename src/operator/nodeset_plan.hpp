@@ -20,6 +20,7 @@
 #include "base/result.hpp"
 #include "kube/controller.hpp"
 #include "kube/object.hpp"
+#include "operator/cached_pod.hpp"
 #include "operator/confinement.hpp"
 #include "operator/runtime.hpp"
 #include "slurm/feed.hpp"
@@ -64,8 +65,9 @@ struct WorkerPod {
 // job without a time limit) reads 9999-12-31T23:59:59Z; "" (no annotation) without work.
 std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline);
 
-// A pod as the cache has it, decoded for the controller.
-WorkerPod worker_pod(const api::NodeSet& n, const nlohmann::json& pod);
+// A pod as the cache has it, read for the controller: the same projection, with what the
+// NodeSet's spec and the pod's words mean (its ordinal, its Slurm node, its scale-in keys).
+WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod);
 
 // When each Slurm node's work is expected to end: the latest end of its running jobs (Slurm's
 // end_time; a job without a time limit never ends). A node that Slurm shows busy but whose jobs
@@ -121,7 +123,7 @@ std::string progress_message(int64_t pods, int64_t want, int64_t ready, int64_t 
 // Why one of the pod's containers waits and will not start by itself (an image that cannot be
 // pulled, a crash loop, a bad config), from the container statuses the pod cache keeps; ""
 // when no container is stuck.
-std::string container_start_failure(const nlohmann::json& pod);
+std::string container_start_failure(const CachedPod& pod);
 
 // maxUnavailable (an integer or "N%") of `replicas`, rounded up, at least 1.
 int64_t max_unavailable(const nlohmann::json& value, int64_t replicas);

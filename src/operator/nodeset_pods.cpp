@@ -27,84 +27,51 @@ namespace {
 
 constexpr std::string_view kFeaturePrefix = "k8s/";
 
-std::string label(const json& object, std::string_view key) {
-  const auto meta = object.find("metadata");
-  if (meta == object.end()) {
-    return "";
-  }
-  const auto labels = meta->find("labels");
-  if (labels == meta->end() || !labels->is_object()) {
-    return "";
-  }
-  const auto it = labels->find(std::string(key));
-  return it != labels->end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const json* pod_condition(const json& pod, const std::string& type) {
-  const auto status = pod.find("status");
-  if (status == pod.end() || !status->contains("conditions")) {
-    return nullptr;
-  }
-  for (const auto& c : (*status)["conditions"]) {
-    if (c.value("type", "") == type) {
-      return &c;
-    }
-  }
-  return nullptr;
-}
-
 }  // namespace
 
-WorkerPod worker_pod(const api::NodeSet& n, const json& pod) {
+WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod) {
+  const auto annotation = [&](std::string_view key) {
+    const std::string* value = pod.annotation(key);
+    return value != nullptr ? *value : std::string();
+  };
+  const auto label = [&](std::string_view key) {
+    const std::string* value = pod.meta.label(key);
+    return value != nullptr ? *value : std::string();
+  };
   WorkerPod w;
-  const json& meta = pod["metadata"];
-  w.name = meta.value("name", "");
-  w.uid = meta.value("uid", "");
+  w.name = pod.meta.name;
+  w.uid = pod.meta.uid;
   w.ordinal = build::nodeset_pod_ordinal(n, w.name);
-  w.created = meta.value("creationTimestamp", "");
-  w.terminating = meta.contains("deletionTimestamp");
-  static const json kNoSpec = json::object();
-  const auto spec_it = pod.find("spec");
-  const json& spec = spec_it != pod.end() && spec_it->is_object() ? *spec_it : kNoSpec;
-  w.kube_node = spec.value("nodeName", "");
-  w.hostname = spec.value("hostname", w.name);
-  w.revision = label(pod, "controller-revision-hash");
-  w.mode = label(pod, api::kLabelNodeSetScalingMode);
+  w.created = pod.created;
+  w.terminating = pod.meta.deleting;
+  w.resource_version = pod.meta.resource_version;
+  w.kube_node = pod.node_name;
+  w.hostname = pod.hostname.empty() ? w.name : pod.hostname;
+  w.revision = label("controller-revision-hash");
+  w.mode = label(api::kLabelNodeSetScalingMode);
   // DaemonSet pods name their Node in a required node affinity; others run where scheduled.
-  const json terms = spec.value(
-      "/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"_json_pointer,
-      json::array());
-  w.target_node = w.kube_node;
-  if (!terms.empty()) {
-    const json values = terms[0].value("/matchFields/0/values"_json_pointer, json::array());
-    if (values.size() == 1 && values[0].is_string()) {
-      w.target_node = values[0].get<std::string>();
-    }
+  w.target_node = pod.affinity_node.empty() ? w.kube_node : pod.affinity_node;
+  w.phase = pod.phase.empty() ? "Pending" : pod.phase;
+  if (const auto* ready = pod.condition("Ready")) {
+    w.ready = ready->status == "True";
+    w.ready_since = ready->last_transition;
   }
-  w.phase = pod.value("/status/phase"_json_pointer, std::string("Pending"));
-  if (const json* ready = pod_condition(pod, "Ready")) {
-    w.ready = ready->value("status", "") == "True";
-    w.ready_since = ready->value("lastTransitionTime", "");
-  }
-  w.cordoned = build::annotation(pod, api::kAnnotationPodCordon) == "true";
-  w.drain_request = build::annotation(pod, api::kAnnotationPodDrainReason);
-  w.protect_label = label(pod, api::kLabelNodeSetPodProtect) == "true";
-  w.deadline_annotation = build::annotation(pod, api::kAnnotationPodDeadline);
-  if (const auto status = pod.find("status"); status != pod.end() && status->is_object()) {
-    for (const auto& c : status->value("conditions", json::array())) {
-      const std::string type = c.value("type", "");
-      if (type.starts_with(kSlurmConditionPrefix)) {
-        w.slurm_conditions[type] = {c.value("message", ""), c.value("lastTransitionTime", "")};
-      }
+  w.cordoned = annotation(api::kAnnotationPodCordon) == "true";
+  w.drain_request = annotation(api::kAnnotationPodDrainReason);
+  w.protect_label = label(api::kLabelNodeSetPodProtect) == "true";
+  w.deadline_annotation = annotation(api::kAnnotationPodDeadline);
+  for (const auto& c : pod.conditions) {
+    if (c.type.starts_with(kSlurmConditionPrefix)) {
+      w.slurm_conditions[c.type] = {c.message, c.last_transition};
     }
   }
   w.start_failure = container_start_failure(pod);
-  if (const json* scheduled = pod_condition(pod, "PodScheduled");
-      scheduled != nullptr && w.kube_node.empty() && scheduled->value("status", "") == "False" &&
-      scheduled->value("reason", "") == "Unschedulable") {
-    w.unschedulable = scheduled->value("message", "no Node can take it");
+  if (const auto* scheduled = pod.condition("PodScheduled");
+      scheduled != nullptr && w.kube_node.empty() && scheduled->status == "False" &&
+      scheduled->reason == "Unschedulable") {
+    w.unschedulable = scheduled->message.empty() ? "no Node can take it" : scheduled->message;
   }
-  const std::string cost = build::annotation(pod, api::kAnnotationPodDeletionCost);
+  const std::string cost = annotation(api::kAnnotationPodDeletionCost);
   int64_t value = 0;
   if (!cost.empty()) {
     const auto [end, ec] = std::from_chars(cost.data(), cost.data() + cost.size(), value);
@@ -145,34 +112,31 @@ std::string log_end(const std::string& text) {
 
 }  // namespace
 
-std::string container_start_failure(const json& pod) {
+std::string container_start_failure(const CachedPod& pod) {
   // ContainerCreating and PodInitializing are progress, not failures.
   static const std::set<std::string, std::less<>> kStuck = {
       "ErrImagePull",         "ImagePullBackOff",  "ErrImageNeverPull",
       "InvalidImageName",     "CrashLoopBackOff",  "CreateContainerConfigError",
       "CreateContainerError", "RunContainerError", "PreStartHookError",
       "PostStartHookError"};
-  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
-    const json statuses =
-        pod.value(json::json_pointer("/status/" + std::string(field)), json::array());
-    for (const auto& c : statuses) {
-      const json waiting = c.value("/state/waiting"_json_pointer, json::object());
-      const std::string reason = waiting.value("reason", "");
-      if (kStuck.count(reason) != 0) {
-        std::string out = "container " + c.value("name", "") + ": " + reason;
-        // A crash loop's back-off message says nothing of the crash; the last exit does, and
-        // with FallbackToLogsOnError its message is the end of the container's log.
-        const json last = c.value("/lastState/terminated"_json_pointer, json::object());
-        if (reason == "CrashLoopBackOff" && last.contains("exitCode")) {
-          out += ": exit code " + std::to_string(last.value("exitCode", 0));
-          if (const std::string tail = log_end(last.value("message", "")); !tail.empty()) {
-            out += ": " + tail;
-          }
-        } else if (const std::string message = waiting.value("message", ""); !message.empty()) {
-          out += ": " + message;
-        }
-        return out;
+  // Init containers first: the others wait on them.
+  for (const bool init : {true, false}) {
+    for (const auto& c : pod.waiting) {
+      if (c.init != init || kStuck.count(c.reason) == 0) {
+        continue;
       }
+      std::string out = "container " + c.container + ": " + c.reason;
+      // A crash loop's back-off message says nothing of the crash; the last exit does, and
+      // with FallbackToLogsOnError its message is the end of the container's log.
+      if (c.reason == "CrashLoopBackOff" && c.last_exit_code) {
+        out += ": exit code " + std::to_string(*c.last_exit_code);
+        if (const std::string tail = log_end(c.last_exit_message); !tail.empty()) {
+          out += ": " + tail;
+        }
+      } else if (!c.message.empty()) {
+        out += ": " + c.message;
+      }
+      return out;
     }
   }
   return "";

@@ -1,6 +1,5 @@
 #include "operator/operator.hpp"
 
-#include <array>
 #include <functional>
 
 #include "api/codec.hpp"
@@ -15,45 +14,6 @@ using kube::Informer;
 using kube::MetaOnly;
 using kube::Request;
 using nlohmann::json;
-
-namespace {
-
-// Copies each container's waiting state (reason and message), and nothing else of its status,
-// into a pod document decoded without its container statuses; in a crash loop, also how it last
-// ended (exit code, and the kubelet's message: with FallbackToLogsOnError, the log's end).
-void keep_waiting_states(simdjson::dom::element object, kube::Document* out) {
-  for (const char* field : {"initContainerStatuses", "containerStatuses"}) {
-    simdjson::dom::array statuses;
-    if (object["status"][field].get(statuses) != simdjson::SUCCESS) {
-      continue;
-    }
-    for (const auto status : statuses) {
-      simdjson::dom::element waiting;
-      simdjson::dom::element name;
-      if (status["state"]["waiting"].get(waiting) != simdjson::SUCCESS ||
-          status["name"].get(name) != simdjson::SUCCESS) {
-        continue;
-      }
-      nlohmann::json kept = nlohmann::json::object();
-      kept["name"] = kube::to_json(name);
-      kept["state"]["waiting"] = kube::to_json(waiting);
-      std::string_view reason;
-      simdjson::dom::element terminated;
-      if (waiting["reason"].get(reason) == simdjson::SUCCESS && reason == "CrashLoopBackOff" &&
-          status["lastState"]["terminated"].get(terminated) == simdjson::SUCCESS) {
-        for (const char* key : {"exitCode", "message"}) {
-          simdjson::dom::element value;
-          if (terminated[key].get(value) == simdjson::SUCCESS) {
-            kept["lastState"]["terminated"][key] = kube::to_json(value);
-          }
-        }
-      }
-      out->doc["status"][field].push_back(std::move(kept));
-    }
-  }
-}
-
-}  // namespace
 
 Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
                    metrics::Registry* metrics)
@@ -247,30 +207,12 @@ Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
   auto& services = meta(kube::resources::services(), managed);
   auto& stateful_sets = meta(kube::resources::stateful_sets(), managed);
   auto& deployments = meta(kube::resources::deployments(), managed);
-  // slurmd pods without their containers, volumes and container statuses, which no reconciler
-  // reads: about a third of what a whole pod costs in the cache. Of the container statuses only
-  // a waiting state stays (with a crash loop's last exit), which says why a container does not
-  // start.
-  auto& worker_pods = factory_.informer<Document>(
-      kube::resources::pods(), ns,
-      [](simdjson::dom::element object, Document* out) {
-        static constexpr std::array<kube::FieldPath, 6> kUnread = {
-            {{"spec", "containers"},
-             {"spec", "initContainers"},
-             {"spec", "volumes"},
-             {"spec", "tolerations"},
-             {"status", "containerStatuses"},
-             {"status", "initContainerStatuses"}}};
-        auto decoded = kube::decode_document_without(object, out, kUnread);
-        if (decoded) {
-          keep_waiting_states(object, out);
-        }
-        return decoded;
-      },
-      workers);
-  worker_pods.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<Document>);
+  // slurmd pods as the projection their readers need (CachedPod), not whole documents.
+  auto& worker_pods =
+      factory_.informer<CachedPod>(kube::resources::pods(), ns, decode_cached_pod, workers);
+  worker_pods.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<CachedPod>);
   worker_pods.store().add_index(cache_index::kNode, cache_index::node_of);
-  cache_.add(kube::resources::pods(), &worker_pods);
+  cache_.add_pods(&worker_pods);
   informers_.push_back(&worker_pods);
   auto& revisions = cached(kube::resources::controller_revisions(), managed);
   revisions.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<Document>);

@@ -58,7 +58,7 @@ class Operator final : public kube::Runnable {
     kube::Informer<kube::MetaOnly>* services;
     kube::Informer<kube::MetaOnly>* stateful_sets;
     kube::Informer<kube::MetaOnly>* deployments;
-    kube::Informer<kube::Document>* worker_pods;
+    kube::Informer<CachedPod>* worker_pods;
     kube::Informer<kube::Document>* revisions;
   };
   // One watched namespace's informers (every kind, with the cache's indexes), then who each

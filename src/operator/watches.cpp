@@ -83,8 +83,7 @@ std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache,
       out.push_back({nodeset->meta.namespace_name, nodeset->meta.name});
     }
   }
-  for (const auto& pod :
-       cache.by_index(kube::resources::pods(), cache_index::kNode, node.meta.name)) {
+  for (const auto& pod : cache.pods_by_index(cache_index::kNode, node.meta.name)) {
     const kube::OwnerReference* owner = pod->meta.controller_ref();
     if (owner != nullptr && owner->kind == "NodeSet") {
       out.push_back({pod->meta.namespace_name, owner->name});

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "base/memory.hpp"
+
 namespace tightrope::slurm {
 
 const char* to_string(NodeEvent::Type type) {
@@ -300,6 +302,11 @@ void ChangeFeed::run() {
   for (;;) {
     const auto started = std::chrono::steady_clock::now();
     auto outcome = poll_once();
+    if (outcome && outcome->listed) {
+      // A node list is 2.7 KB a node, and its parse several times that: freed, but kept by the
+      // allocator unless given back.
+      return_free_memory();
+    }
     if (outcome) {
       wait = options_.period;
     } else {

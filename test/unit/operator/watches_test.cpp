@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/cache.hpp"
+#include "operator/resources.hpp"
+
 namespace tightrope::op {
 namespace {
 
@@ -68,13 +71,72 @@ TEST(Watches, AnOwnedObjectMapsToItsControllingOwnerOfTheKind) {
 }
 
 TEST(CacheIndex, APodIsFoundByItsNodeAndAnObjectByTheControllerItNames) {
-  kube::Document pod;
+  CachedPod pod;
   pod.meta.namespace_name = "hpc";
-  pod.doc = {{"spec", {{"nodeName", "k8s-1"}}}};
+  pod.node_name = "k8s-1";
   EXPECT_EQ(cache_index::node_of(pod), std::vector<std::string>{"k8s-1"});
-  pod.doc["spec"].erase("nodeName");
+  pod.node_name.clear();
   EXPECT_TRUE(cache_index::node_of(pod).empty()) << "an unscheduled pod is on no Node";
   EXPECT_EQ(cache_index::controller_of(nodeset(1)), std::vector<std::string>{"hpc/slurm"});
+}
+
+kube::Config nowhere() {
+  kube::Config config;
+  config.server = "https://127.0.0.1:1";
+  return config;
+}
+
+// The operator's cache of NodeSets and worker pods, filled by hand (the informers never start).
+struct Cache {
+  kube::Client client{nowhere()};
+  kube::Informer<kube::Document> nodesets{client, resources::nodesets(), "hpc",
+                                          kube::decode_document};
+  kube::Informer<CachedPod> pods{client, kube::resources::pods(), "hpc", decode_cached_pod};
+  ResourceCache cache;
+  Cache() {
+    pods.store().add_index(cache_index::kNode, cache_index::node_of);
+    cache.add(resources::nodesets(), &nodesets);
+    cache.add_pods(&pods);
+  }
+  void put(kube::Document nodeset_doc) {
+    const std::string key = nodeset_doc.meta.key();
+    nodesets.store().put(key, std::make_shared<kube::Document>(std::move(nodeset_doc)));
+  }
+  void put_pod(const std::string& name, const std::string& node, const std::string& owner_kind) {
+    auto pod = std::make_shared<CachedPod>();
+    pod->meta.namespace_name = "hpc";
+    pod->meta.name = name;
+    pod->meta.owner_references = {{"v1", owner_kind, "cpu", "uid-cpu", true}};
+    pod->node_name = node;
+    const std::string key = pod->meta.key();
+    pods.store().put(key, std::move(pod));
+  }
+};
+
+kube::Document node(const std::string& name) {
+  kube::Document d;
+  d.meta.name = name;
+  return d;
+}
+
+TEST(Watches, ANodeWakesTheNodeSetsOfItsPodsAndEveryDaemonSetModeNodeSet) {
+  Cache c;
+  c.put(nodeset(1));
+  c.put_pod("cpu-0", "k8s-1", "NodeSet");
+  c.put_pod("cpu-1", "k8s-2", "NodeSet");
+  c.put_pod("login-0", "k8s-1", "LoginSet");
+  const auto woken = nodesets_on_node(c.cache, node("k8s-1"));
+  ASSERT_EQ(woken.size(), 1U) << "the NodeSet of cpu-0, not the LoginSet's pod";
+  EXPECT_EQ(woken[0].key(), "hpc/cpu");
+  EXPECT_TRUE(nodesets_on_node(c.cache, node("k8s-3")).empty()) << "no pod there";
+
+  kube::Document everywhere = nodeset(1);
+  everywhere.meta.name = "gpu";
+  everywhere.doc["spec"]["scalingMode"] = "DaemonSet";
+  c.put(everywhere);
+  const auto on_empty = nodesets_on_node(c.cache, node("k8s-3"));
+  ASSERT_EQ(on_empty.size(), 1U) << "a DaemonSet-mode NodeSet may want a pod on any Node";
+  EXPECT_EQ(on_empty[0].key(), "hpc/gpu");
 }
 
 }  // namespace
