@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "samples.hpp"
+
 namespace tightrope::op {
 namespace {
 
@@ -15,15 +17,9 @@ json service(const std::string& name, int port) {
           {"spec", {{"ports", json::array({{{"port", port}}})}}}};
 }
 
-kube::Config server() {
-  kube::Config config;
-  config.server = "https://127.0.0.1:1";
-  return config;
-}
-
 // A cache whose Services are known by identity, filled by hand (the informer never starts).
 struct CachedServices {
-  kube::Client client{server()};
+  kube::Client client{testing::unreached_api_server()};
   kube::Informer<kube::MetaOnly> services{client, kube::resources::services(), "hpc",
                                           kube::decode_meta_only};
   ResourceCache cache;

@@ -3,6 +3,7 @@
 
 #include "../api/support.hpp"
 #include "api/codec.hpp"
+#include "kube/config.hpp"
 
 namespace tightrope::op::testing {
 
@@ -17,6 +18,13 @@ spec:
   jwtKeyRef: {name: jwt-key, key: jwt.key}
 )")
                                                           .front()));
+}
+
+// An API server no test reaches: a cache's informers filled by hand are never started.
+inline kube::Config unreached_api_server() {
+  kube::Config config;
+  config.server = "https://127.0.0.1:1";
+  return config;
 }
 
 }  // namespace tightrope::op::testing

@@ -5,6 +5,7 @@
 
 #include "operator/cache.hpp"
 #include "operator/resources.hpp"
+#include "samples.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -80,15 +81,9 @@ TEST(CacheIndex, APodIsFoundByItsNodeAndAnObjectByTheControllerItNames) {
   EXPECT_EQ(cache_index::controller_of(nodeset(1)), std::vector<std::string>{"hpc/slurm"});
 }
 
-kube::Config nowhere() {
-  kube::Config config;
-  config.server = "https://127.0.0.1:1";
-  return config;
-}
-
 // The operator's cache of NodeSets and worker pods, filled by hand (the informers never start).
 struct Cache {
-  kube::Client client{nowhere()};
+  kube::Client client{testing::unreached_api_server()};
   kube::Informer<kube::Document> nodesets{client, resources::nodesets(), "hpc",
                                           kube::decode_document};
   kube::Informer<CachedPod> pods{client, kube::resources::pods(), "hpc", decode_cached_pod};
