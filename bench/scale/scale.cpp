@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -202,18 +203,25 @@ class OperatorUnderTest {
     if (pid_ <= 0) {
       return;
     }
-    ::kill(pid_, SIGTERM);
+    // It leads a process group of its own (setsid): what a wrapper started (`--operator
+    // "heaptrack ..."`) is signalled with it, and none of it outlives the harness's bed.
+    ::kill(-pid_, SIGTERM);
     int status = 0;
+    bool reaped = false;
     const auto deadline = Steady::now() + std::chrono::seconds(15);
     while (Steady::now() < deadline) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      const pid_t waited = ::waitpid(pid_, &status, WNOHANG);
+      reaped = reaped || waited == pid_ || (waited < 0 && errno == ECHILD);
+      if (reaped && ::kill(-pid_, 0) != 0) {
         pid_ = -1;
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
+    ::kill(-pid_, SIGKILL);
+    if (!reaped) {
+      ::waitpid(pid_, &status, 0);
+    }
     pid_ = -1;
   }
 
