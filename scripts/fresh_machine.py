@@ -177,12 +177,24 @@ def tracked_texts(repo: Path) -> dict[str, str]:
     return texts
 
 
+# An image reference names what runs inside a container, never a host command: `"image":
+# "busybox"` (JSON), `{"image", "busybox"}` (C++), `image: busybox` (YAML), and a chart's
+# `repository:`.
+IMAGE_REFERENCE = re.compile(
+    r"""(?:["']image["']\s*[,:]\s*["'][^"'\n]*["'])|(?:\b(?:image|repository):[ \t]*[^\s#]+)""")
+
+
+def host_words(text: str) -> set[str]:
+    """The words of a file that may name a host command: all but those of image references."""
+    return set(WORD.findall(IMAGE_REFERENCE.sub(" ", text)))
+
+
 def used_commands(texts: dict[str, str], commands: dict[str, list[str]],
                   owners: Owners) -> list[Use]:
     """A use for each file that names a command (word for word) and each package owning it."""
     uses = []
     for name, text in sorted(texts.items()):
-        for word in sorted(set(WORD.findall(text)) & commands.keys()):
+        for word in sorted(host_words(text) & commands.keys()):
             for path in commands[word]:
                 package = owners.owner(path)
                 if package:

@@ -84,6 +84,18 @@ def test_a_podman_backend_named_only_in_a_config_is_caught(fresh_machine, tmp_pa
     assert lacking["netavark"][0].where == "scripts/images: netavark"
 
 
+def test_an_image_named_in_a_test_is_no_host_command(fresh_machine):
+    """busybox installed by hand once failed CI: tests name it only as an image."""
+    texts = ['{"spec", {{"containers", {{{"name", "c"}, {"image", "busybox"}}}}}}',
+             '{"containers": [{"name": "c", "image": "busybox:1.37"}]}',
+             "    image: registry.example.org/busybox:1.37\n",
+             "      repository: registry.example.org/busybox\n"]
+    for text in texts:
+        assert "busybox" not in fresh_machine.host_words(text), text
+    assert "busybox" in fresh_machine.host_words("busybox sh -c true\n")
+    assert "podman" in fresh_machine.host_words('run(["podman", "image", "ls"])\n')
+
+
 def test_a_word_that_is_two_commands_is_both(fresh_machine, tmp_path):
     first, second = tmp_path / "sbin", tmp_path / "cni"
     for d in (first, second):
