@@ -25,18 +25,7 @@ long resident_anonymous_kib() {
   return -1;
 }
 
-// glibc's allocator, which return_free_memory asks; not ASan's, which keeps freed memory in
-// quarantine.
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
-constexpr bool kGlibcAllocator = true;
-#else
-constexpr bool kGlibcAllocator = false;
-#endif
-
 TEST(ReturnFreeMemory, GivesBackWhatWasFreedBelowALiveAllocation) {
-  if (!kGlibcAllocator) {
-    GTEST_SKIP() << "only glibc's allocator is asked";
-  }
   // 64 MiB in blocks under the mmap threshold (so from the heap), then one that stays: the
   // freed blocks lie below it, where freeing alone never returns them.
   constexpr size_t kBlock = 32 * 1024;
