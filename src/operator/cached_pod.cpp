@@ -123,17 +123,6 @@ kube::DecodeResult decode_cached_pod(simdjson::dom::element object, CachedPod* o
   return std::monostate{};
 }
 
-CachedPod cached_pod(const json& pod) {
-  simdjson::dom::parser parser;
-  const std::string text = pod.dump();
-  CachedPod out;
-  simdjson::dom::element element;
-  if (parser.parse(text).get(element) != simdjson::SUCCESS || !decode_cached_pod(element, &out)) {
-    return {};  // a pod without a name reads as an empty one
-  }
-  return out;
-}
-
 json pod_document(const CachedPod& pod) {
   json meta = {{"name", pod.meta.name},
                {"namespace", pod.meta.namespace_name},

@@ -55,8 +55,6 @@ struct CachedPod {
 
 // The projection of a pod object as a watch or a list delivers it.
 kube::DecodeResult decode_cached_pod(simdjson::dom::element object, CachedPod* out);
-// The same projection of a pod document already parsed (tests, and readers that hold JSON).
-CachedPod cached_pod(const nlohmann::json& pod);
 // The pod document the doctor's checks read, made from the projection: what the projection
 // keeps, in the places the API puts it.
 nlohmann::json pod_document(const CachedPod& pod);

@@ -7,6 +7,7 @@
 #include "kube/time.hpp"
 #include "operator/diagnosis.hpp"
 #include "operator/nodeset_plan.hpp"
+#include "samples.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -86,7 +87,7 @@ TEST(CachedPod, KeepsWhatItsReadersReadAndNotTheRest) {
   json whole = crash_looping(whole_pod("w-0", "k8s-0"));
   whole["status"]["initContainerStatuses"] =
       json::array({{{"name", "logfile"}, {"state", {{"running", json::object()}}}}});
-  const CachedPod pod = cached_pod(whole);
+  const CachedPod pod = testing::cached_pod(whole);
   EXPECT_EQ(pod.meta.key(), "slurm/w-0");
   EXPECT_EQ(pod.created, "2026-12-04T11:00:00Z");
   EXPECT_EQ(pod.node_name, "k8s-0");
@@ -104,14 +105,14 @@ TEST(CachedPod, KeepsWhatItsReadersReadAndNotTheRest) {
   pulling["status"]["containerStatuses"][0]["state"] = {
       {"waiting", {{"reason", "ErrImagePull"}, {"message", "not found"}}}};
   pulling["status"]["containerStatuses"][0]["lastState"] = {{"terminated", {{"exitCode", 2}}}};
-  EXPECT_FALSE(cached_pod(pulling).waiting.at(0).last_exit_code)
+  EXPECT_FALSE(testing::cached_pod(pulling).waiting.at(0).last_exit_code)
       << "a last exit is kept for a crash loop only";
 }
 
 TEST(CachedPod, TheControllerReadsAWorkerPodFromIt) {
   api::NodeSet n;
   n.metadata.name = "w";
-  const WorkerPod w = worker_pod(n, cached_pod(crash_looping(whole_pod("w-0", "k8s-0"))));
+  const WorkerPod w = worker_pod(n, testing::cached_pod(crash_looping(whole_pod("w-0", "k8s-0"))));
   EXPECT_EQ(w.uid, "uid-w-0");
   EXPECT_EQ(w.phase, "Running");
   EXPECT_FALSE(w.ready);
@@ -124,7 +125,7 @@ TEST(CachedPod, TheControllerReadsAWorkerPodFromIt) {
   EXPECT_EQ(w.slurm_conditions.at("SlurmNodeStateIdle").first, "idle");
   EXPECT_EQ(w.start_failure,
             "container slurmd: CrashLoopBackOff: exit code 1: error: slurmd initialization failed");
-  const WorkerPod bare = worker_pod(n, cached_pod({{"metadata", {{"name", "w-3"}}}}));
+  const WorkerPod bare = worker_pod(n, testing::cached_pod({{"metadata", {{"name", "w-3"}}}}));
   EXPECT_EQ(bare.phase, "Pending") << "no phase written yet";
   EXPECT_EQ(bare.hostname, "w-3") << "no spec.hostname: the pod's name";
 }
@@ -164,7 +165,7 @@ TEST(CachedPod, TheDoctorFindsTheSameInTheProjectionAsInTheWholePod) {
   };
   std::vector<json> projected;
   for (const auto& p : whole) {
-    projected.push_back(pod_document(cached_pod(p)));
+    projected.push_back(pod_document(testing::cached_pod(p)));
   }
   const auto expected = run(whole);
   const auto found = run(projected);

@@ -584,7 +584,7 @@ TEST(NodeSetPlan, PodsNoNodeCanTakeAreReportedWithTheSchedulersWords) {
            {"status", "False"},
            {"reason", "Unschedulable"},
            {"message", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}}}}}};
-  const WorkerPod decoded_pod = worker_pod(bed.world.nodeset, cached_pod(pending));
+  const WorkerPod decoded_pod = worker_pod(bed.world.nodeset, testing::cached_pod(pending));
   EXPECT_EQ(decoded_pod.unschedulable, "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.");
   bed.world.pods[1].phase = "Pending";
   bed.world.pods[1].ready = false;

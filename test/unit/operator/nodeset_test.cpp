@@ -118,18 +118,19 @@ TEST(NodeSetPod, AStuckContainerSaysWhyAndProgressIsNoFailure) {
   const json pulling =
       json::parse(R"({"metadata": {"name": "cpu-0"}, "status": {"containerStatuses": [
       {"name": "slurmd", "state": {"waiting": {"reason": "ContainerCreating"}}}]}})");
-  EXPECT_EQ(container_start_failure(cached_pod(pulling)), "");
+  EXPECT_EQ(container_start_failure(testing::cached_pod(pulling)), "");
   const json bad_image = json::parse(R"({"metadata": {"name": "cpu-0"}, "status": {
       "initContainerStatuses": [{"name": "logfile", "state": {"running": {}}}],
       "containerStatuses": [{"name": "slurmd", "state": {"waiting": {"reason": "ErrImageNeverPull",
           "message": "image \"x/slurmd:none\" is not present"}}}]}})");
-  EXPECT_EQ(container_start_failure(cached_pod(bad_image)),
+  EXPECT_EQ(container_start_failure(testing::cached_pod(bad_image)),
             "container slurmd: ErrImageNeverPull: image \"x/slurmd:none\" is not present");
   const json crash =
       json::parse(R"({"metadata": {"name": "cpu-0"}, "status": {"initContainerStatuses": [
       {"name": "logfile", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}})");
-  EXPECT_EQ(container_start_failure(cached_pod(crash)), "container logfile: CrashLoopBackOff");
-  EXPECT_EQ(container_start_failure(cached_pod(json::object())), "");
+  EXPECT_EQ(container_start_failure(testing::cached_pod(crash)),
+            "container logfile: CrashLoopBackOff");
+  EXPECT_EQ(container_start_failure(testing::cached_pod(json::object())), "");
 }
 
 TEST(NodeSetPod, ACrashLoopSaysHowTheContainerLastEnded) {
@@ -140,14 +141,14 @@ TEST(NodeSetPod, ACrashLoopSaysHowTheContainerLastEnded) {
                             "message": "back-off 40s restarting failed container=slurmd"}},
       "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message":
           "[2026-12-04T15:48:39.775] error: unable to build slurm cgroup for ns freezer: Read-only file system\n[2026-12-04T15:48:39.775] error: cannot create proctrack context for proctrack/cgroup\n\n[2026-12-04T15:48:39.775] error: slurmd initialization failed\n"}}}]}})");
-  EXPECT_EQ(container_start_failure(cached_pod(crash)),
+  EXPECT_EQ(container_start_failure(testing::cached_pod(crash)),
             "container slurmd: CrashLoopBackOff: exit code 1: error: unable to build slurm cgroup "
             "for ns freezer: Read-only file system | error: cannot create proctrack context for "
             "proctrack/cgroup | error: slurmd initialization failed");
   json long_line = crash;
   long_line["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] =
       std::string(500, 'x');
-  EXPECT_EQ(container_start_failure(cached_pod(long_line)),
+  EXPECT_EQ(container_start_failure(testing::cached_pod(long_line)),
             "container slurmd: CrashLoopBackOff: exit code 1: ..." + std::string(400, 'x'));
 }
 

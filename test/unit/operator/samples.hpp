@@ -4,6 +4,7 @@
 #include "../api/support.hpp"
 #include "api/codec.hpp"
 #include "kube/config.hpp"
+#include "operator/cached_pod.hpp"
 
 namespace tightrope::op::testing {
 
@@ -18,6 +19,18 @@ spec:
   jwtKeyRef: {name: jwt-key, key: jwt.key}
 )")
                                                           .front()));
+}
+
+// A pod document as the operator's cache keeps it; one without a name reads as an empty pod.
+inline CachedPod cached_pod(const nlohmann::json& pod) {
+  simdjson::dom::parser parser;
+  const std::string text = pod.dump();
+  CachedPod out;
+  simdjson::dom::element element;
+  if (parser.parse(text).get(element) != simdjson::SUCCESS || !decode_cached_pod(element, &out)) {
+    return {};
+  }
+  return out;
 }
 
 // An API server no test reaches: a cache's informers filled by hand are never started.
