@@ -73,7 +73,8 @@ def slurm_time(job: str, field: str) -> datetime | None:
 def keda():
     run(str(REPO / "scripts/testbed"), "build", "--tool", "keda", timeout=2400)
     run(str(REPO / "scripts/images"), "build", "keda", timeout=900)
-    run(str(REPO / "scripts/images"), "import", "--address", ENV["CONTAINERD_ADDRESS"], "keda", timeout=300)
+    for address in ENV["CONTAINERD_ADDRESSES"].split(","):  # every Node may get a KEDA pod
+        run(str(REPO / "scripts/images"), "import", "--address", address, "keda", timeout=300)
     docs = keda_manifests()
     kubectl("apply", "--server-side", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(d) for d in docs), timeout=180)
     for name in ("keda-operator", "keda-metrics-apiserver"):
@@ -105,7 +106,7 @@ def prometheus(cluster, tmp_path_factory):
                          lambda: endpoint_targets([OPERATOR_NS], selector, "metrics"), 60)
     config = {"global": {"scrape_interval": "5s"},
               "scrape_configs": [{"job_name": "slurm-operator", "honor_labels": True, "static_configs": targets}]}
-    with running_prometheus(tmp_path_factory.mktemp("prometheus"), config, host=ENV["NODE_IP"]) as p:
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), config, host=ENV["HOST_IP"]) as p:
         wait_until("the operator's job metric", lambda: p.query(JOBS_QUERY), 60)
         yield p
 

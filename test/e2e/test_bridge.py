@@ -21,7 +21,7 @@ from harness import (ENV, HOST, NS, RELEASE, REPO, cluster_state, get, helm, ins
 
 BRIDGE = "slurm-bridge"
 PODS_NS = "bridge-e2e"
-KUBE_NODE = f"{ENV['TESTBED_NAME']}-node"
+KUBE_NODE = ENV["TESTBED_NODE"]
 SLURM_NODE = f"{HOST}0"
 PARTITION = "slinky"
 IMAGE = "localhost/tightrope/slurm-base:26.05"

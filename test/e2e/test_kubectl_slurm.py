@@ -23,7 +23,7 @@ from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES,
                      slurm, submit, wait_until)
 
 PLUGIN = os.environ.get("KUBECTL_SLURM", str(REPO / "build/dev/src/kubectl-slurm"))
-KUBE_NODE = f"{ENV['TESTBED_NAME']}-node"
+KUBE_NODE = ENV["TESTBED_NODE"]
 DB_SECRET = "site-db"
 LOGINSET = f"{RELEASE}-login-slinky"
 

@@ -43,7 +43,7 @@ def test_a_missing_build_is_reported_with_the_command_that_builds_it(testbed):
     with pytest.raises(testbed.BedError) as err:
         testbed.require_built()
     assert "not built" in str(err.value)
-    assert "scripts/testbed build" in str(err.value)
+    assert f"scripts/testbed --kubernetes {testbed.K8S_VERSION} build" in str(err.value)
 
 
 def test_the_minted_jwt_carries_the_claims_slurm_reads_and_verifies_with_the_key(testbed):
@@ -107,6 +107,7 @@ def test_env_lines_are_valid_shell_and_name_the_required_variables(testbed):
 def test_every_port_of_a_bed_is_inside_its_block(testbed):
     bed = testbed.Bed(name="a", dir=testbed.beds_dir() / "a", base=22000, nodes=testbed.MAX_NODES)
     ports = [bed.port(k) for k in testbed.OFFSETS] + [bed.node_port(i) for i in range(1, bed.nodes + 1)]
+    ports += [testbed.node_port(bed, k) for k in testbed.NODE_OFFSETS]
     assert len(set(ports)) == len(ports)
     assert all(22000 <= p < 22000 + testbed.PORT_BLOCK for p in ports)
 
@@ -139,3 +140,48 @@ def test_an_optional_tool_names_each_binary_of_its_packages(testbed):
 def test_slinkys_operator_is_an_optional_tool_of_one_binary(testbed):
     assert testbed.tool_files("slinky") == ["bin/manager"]
     assert testbed.tool_path("slinky/manager") == testbed.tool_dir("slinky") / "bin" / "manager"
+
+
+def test_every_kube_node_has_its_own_address_pod_subnet_namespace_and_cgroup(testbed):
+    import ipaddress
+    bed = testbed.Bed(name="a-long-bed-name", dir=testbed.beds_dir() / "a")
+    nodes = range(1, testbed.MAX_KUBE_NODES + 1)
+    bridge = ipaddress.ip_network(testbed.NODE_SUBNET)
+    pods = [ipaddress.ip_network(testbed.pod_subnet(i)) for i in nodes]
+    ips = [ipaddress.ip_address(testbed.node_ip(i)) for i in nodes]
+    assert len(set(ips)) == len(ips) and all(ip in bridge for ip in ips)
+    assert ipaddress.ip_address(testbed.HOST_IP) in bridge and ipaddress.ip_address(testbed.HOST_IP) not in ips
+    # Each Node's pods in the cluster's pod network, none overlapping another's or the bridge.
+    cluster = ipaddress.ip_network(testbed.POD_CIDR)
+    assert all(p.subnet_of(cluster) and not p.overlaps(bridge) for p in pods)
+    assert all(not a.overlaps(b) for a in pods for b in pods if a is not b)
+    assert not ipaddress.ip_network(testbed.SERVICE_CIDR).overlaps(cluster)
+    assert len({testbed.node_netns(bed, i) for i in nodes}) == len(nodes)
+    assert len({testbed.node_cgroup(bed, i) for i in nodes}) == len(nodes)
+    assert all(len(testbed.node_uplink(i)) <= 15 for i in nodes)  # IFNAMSIZ
+    assert [testbed.node_name(bed, i) for i in (1, 2)] == ["a-long-bed-name-node-1", "a-long-bed-name-node-2"]
+
+
+def test_a_bed_keeps_the_kubernetes_release_that_wrote_its_etcd(testbed):
+    import argparse
+    bed = testbed.Bed(name="b", dir=testbed.beds_dir() / "b", kubernetes=testbed.K8S_VERSIONS[-1])
+    bed.dir.mkdir(parents=True)
+    bed.save()
+    args = argparse.Namespace(name="b", command="status", kubernetes="")
+    testbed.choose_kubernetes(args)
+    assert testbed.K8S_VERSION == testbed.K8S_VERSIONS[-1]
+    with pytest.raises(testbed.BedError, match="destroy it first"):
+        testbed.choose_kubernetes(argparse.Namespace(name="b", command="up", kubernetes=testbed.K8S_VERSIONS[0]))
+    with pytest.raises(testbed.BedError, match="--kubernetes v1.99.0"):
+        testbed.choose_kubernetes(argparse.Namespace(name="new", command="up", kubernetes="v1.99.0"))
+    testbed.choose_kubernetes(argparse.Namespace(name="new", command="up", kubernetes=""))
+    assert testbed.K8S_VERSION == testbed.K8S_VERSIONS[0]
+
+
+def test_each_kubernetes_release_has_its_own_pinned_module(testbed):
+    for version in testbed.K8S_VERSIONS:
+        mod = (testbed.REPO / "testbed/k8s" / version / "go.mod").read_text()
+        assert re.search(rf"^\s*(require )?k8s\.io/kubernetes {re.escape(version)}( // indirect)?$", mod, re.M)
+        staging = "v0." + version.removeprefix("v1.")
+        assert f"k8s.io/api => k8s.io/api {staging}" in mod
+        assert (testbed.REPO / "testbed/k8s" / version / "go.sum").exists()
