@@ -554,6 +554,9 @@ auto NodeSetReconciler::kube_writes(const std::string& key, const NodeSetWorld& 
       [&](const DeletePod& c) -> std::optional<std::string> {
         kube::DeleteOptions options;
         options.precondition_uid = c.uid;
+        if (c.at_once) {
+          options.grace_period_seconds = 0;
+        }
         if (auto error =
                 kube_error(kube.remove(kube::resources::pods(), ns, c.name, options), true)) {
           return error;

@@ -138,6 +138,22 @@ json condition_patch(const WorkerPod& w, const slurm::Node& node, const std::str
 
 }  // namespace
 
+std::string lost_node(const kube::Document& kube_node, const slurm::Node& node) {
+  if (!node.has("DOWN") || !node.has("NOT_RESPONDING")) {
+    return "";
+  }
+  const json conditions = kube_node.doc.value("/status/conditions"_json_pointer, json::array());
+  for (const auto& c : conditions) {
+    if (c.value("type", "") == "Ready" && c.value("status", "") == "Unknown") {
+      const std::string since = c.value("lastTransitionTime", "");
+      return "Node " + kube_node.meta.name + " has not reported" +
+             (since.empty() ? "" : " since " + since) + " and Slurm shows " + node.name + " DOWN" +
+             (node.reason.empty() ? "" : " (" + node.reason + ")");
+    }
+  }
+  return "";
+}
+
 std::string slurm_reason(SlurmHealth health) {
   switch (health) {
     case SlurmHealth::kNoClient:
@@ -186,7 +202,8 @@ std::string to_string(const Change& change) {
              (c.claims.empty() ? "" : " with " + std::to_string(c.claims.size()) + " claims");
     }
     std::string operator()(const DeletePod& c) const {
-      return "delete pod " + c.name + " (uid " + c.uid + "): " + c.why;
+      return std::string(c.at_once ? "delete pod at once " : "delete pod ") + c.name + " (uid " +
+             c.uid + "): " + c.why;
     }
     std::string operator()(const GiveClaimsToPod& c) const {
       std::vector<std::string> claims;
@@ -270,6 +287,30 @@ struct Planner {
     before.push_back({false, "DeletedPod", "Deleted pod " + w.name + ": " + why});
     add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
         std::move(before));
+    deleted.insert(w.name);
+  }
+  // Why the pod's Node is lost (lost_node), "" when it is not or nothing is to be done: in
+  // DaemonSet mode the pod belongs to its Node and waits for it; a deletion of ours pending
+  // in the cache needs no second one.
+  std::string lost_pod(const WorkerPod& w) const {
+    if (daemon || w.kube_node.empty() || world.expected.deletions.count(w.uid) != 0) {
+      return "";
+    }
+    const auto kube_node = world.kube_nodes.find(w.kube_node);
+    const slurm::Node* node = node_of(w);
+    if (kube_node == world.kube_nodes.end() || node == nullptr) {
+      return "";
+    }
+    return lost_node(*kube_node->second, *node);
+  }
+  // A pod on a lost Node, deleted at once: nothing will confirm its end, and its ordinal cannot
+  // come back on another Node while it exists. Its jobs are Slurm's to requeue or fail.
+  void delete_lost(const WorkerPod& w, const std::string& lost) {
+    const std::string why = "its Node is lost: " + lost;
+    add(DeletePod{w.name, w.uid, why, true}, w.name, FailureEffect::kDeletionBlocked,
+        "DeleteFailed",
+        {{true, "NodeLost",
+          "Deleted pod " + w.name + " at once, to run it on another Node: " + lost}});
     deleted.insert(w.name);
   }
   void set_pod_cordon(const WorkerPod& w, bool on) {
@@ -465,7 +506,10 @@ void Planner::read_pods() {
 void Planner::replace_exited() {
   // Pods whose slurmd has exited hold no job: they are replaced.
   for (const auto& w : pods) {
-    if (w.terminating) {
+    if (const std::string lost = lost_pod(w); !lost.empty()) {
+      delete_lost(w, lost);
+      ++plan.terminating;
+    } else if (w.terminating) {
       ++plan.terminating;
     } else if (w.phase == "Failed" || w.phase == "Succeeded") {
       delete_pod(w, "its slurmd exited (phase " + w.phase + ")");

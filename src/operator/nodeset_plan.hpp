@@ -133,6 +133,15 @@ int64_t max_unavailable(const nlohmann::json& value, int64_t replicas);
 // each True with Slurm's reason as message.
 std::vector<std::string> slurm_condition_types(const slurm::Node& node);
 
+// Why a pod's Node is lost, "" when it is not: the kubelet has stopped reporting (the Node's
+// Ready condition Unknown, which the node lifecycle controller sets after its grace period) and
+// Slurm has reached the same verdict on its own (the pod's node DOWN and NOT_RESPONDING, after
+// SlurmdTimeout). "Node e2e-node-2 has not reported since 2026-12-06T09:30:00Z and Slurm shows
+// slinky-1 DOWN (Not responding)". One side alone is never enough: a kubelet that lost the API
+// server may still run a slurmd that runs jobs, and a slurmd Slurm cannot reach may still be
+// restarted by its kubelet.
+std::string lost_node(const kube::Document& kube_node, const slurm::Node& node);
+
 // Drained: DRAIN and no work left. Only then may its pod go.
 bool slurm_drained(const slurm::Node& node);
 // A node whose pod is to go must be drained (again): not DRAIN, or DRAIN being undone (UNDRAIN).
@@ -279,6 +288,8 @@ struct DeletePod {  // with its uid as precondition
   std::string name;
   std::string uid;
   std::string why;
+  // Grace period 0: the pod's Node is lost (lost_node), no kubelet will ever confirm an end.
+  bool at_once = false;
 };
 struct GiveClaimsToPod {  // whenScaled: Delete: the claims go with the pod
   std::string pod;

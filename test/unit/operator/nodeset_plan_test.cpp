@@ -347,6 +347,102 @@ TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
   EXPECT_EQ(undrains[0].node, "cpu-0");
 }
 
+// Node k8s-<i> as the node lifecycle controller leaves it once the kubelet stops reporting.
+void silence_kubelet(Bed& bed, const std::string& kube_node) {
+  auto silent = std::make_shared<kube::Document>(*bed.world.kube_nodes[kube_node]);
+  silent->doc["status"]["conditions"] =
+      json::array({{{"type", "Ready"},
+                    {"status", "Unknown"},
+                    {"reason", "NodeStatusUnknown"},
+                    {"lastTransitionTime", "2026-12-03T11:58:00Z"}}});
+  bed.world.kube_nodes[kube_node] = silent;
+}
+
+TEST(NodeSetPlan, APodOnALostNodeIsDeletedAtOnceWhenSlurmAgreesTheNodeIsGone) {
+  Bed bed(2, 2);
+  silence_kubelet(bed, "k8s-1");
+  bed.nodes["cpu-1"].state = {"DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"};
+  bed.nodes["cpu-1"].reason = "Not responding";
+  const NodeSetPlan plan = bed.plan();
+  const auto deletions = all_of<DeletePod>(plan);
+  ASSERT_EQ(deletions.size(), 1U);
+  EXPECT_EQ(deletions[0].name, "cpu-1");
+  EXPECT_EQ(deletions[0].uid, "uid-cpu-1");
+  EXPECT_TRUE(deletions[0].at_once);
+  const Action* a = action_for(plan, "cpu-1");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->events.size(), 1U);
+  EXPECT_TRUE(a->events[0].warning);
+  EXPECT_EQ(a->events[0].reason, "NodeLost");
+  EXPECT_EQ(a->events[0].message,
+            "Deleted pod cpu-1 at once, to run it on another Node: Node k8s-1 has not reported "
+            "since 2026-12-03T11:58:00Z and Slurm shows cpu-1 DOWN (Not responding)");
+  // Nothing else is written to it (no condition mirrored onto a pod that is going).
+  for (const auto& action : plan.actions) {
+    if (action.chain == "cpu-1") {
+      EXPECT_TRUE(std::holds_alternative<DeletePod>(action.change)) << to_string(action.change);
+    }
+  }
+  EXPECT_EQ(to_string(deletions[0])
+                .rfind("delete pod at once cpu-1 (uid uid-cpu-1): its Node is lost", 0),
+            0U);
+}
+
+TEST(NodeSetPlan, APodIsLostOnlyWhenBothTheKubeletAndSlurmSaySo) {
+  // The kubelet silent, Slurm still reaching slurmd (a kubelet cut off from the API server
+  // only): its jobs run, the pod stays.
+  Bed silent(1, 1);
+  silence_kubelet(silent, "k8s-0");
+  silent.nodes["cpu-0"].state = {"ALLOCATED", "DYNAMIC_NORM"};
+  EXPECT_TRUE(all_of<DeletePod>(silent.plan()).empty());
+  // Slurm's node not responding but not DOWN yet (within SlurmdTimeout): it stays.
+  silent.nodes["cpu-0"].state = {"IDLE", "NOT_RESPONDING", "DYNAMIC_NORM"};
+  EXPECT_TRUE(all_of<DeletePod>(silent.plan()).empty());
+  // Slurm says DOWN, the kubelet reports (slurmd crashed or was stopped): its kubelet restarts it.
+  Bed reporting(1, 1);
+  auto ready = std::make_shared<kube::Document>(*reporting.world.kube_nodes["k8s-0"]);
+  ready->doc["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  reporting.world.kube_nodes["k8s-0"] = ready;
+  reporting.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"};
+  EXPECT_TRUE(all_of<DeletePod>(reporting.plan()).empty());
+}
+
+TEST(NodeSetPlan, NoPodIsTakenForLostWhileSlurmCannotBeAsked) {
+  Bed bed(1, 1);
+  silence_kubelet(bed, "k8s-0");
+  bed.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING"};
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  EXPECT_TRUE(all_of<DeletePod>(bed.plan()).empty());
+}
+
+TEST(NodeSetPlan, ALostPodAlreadyTerminatingIsDeletedAtOnceButOnlyOnce) {
+  // The taint manager evicted it after tolerationSeconds: it has a deletionTimestamp no kubelet
+  // will ever act on.
+  Bed bed(1, 1);
+  silence_kubelet(bed, "k8s-0");
+  bed.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING"};
+  bed.world.pods[0].terminating = true;
+  auto deletions = all_of<DeletePod>(bed.plan());
+  ASSERT_EQ(deletions.size(), 1U);
+  EXPECT_TRUE(deletions[0].at_once);
+  // Ours, not yet out of the cache: not deleted twice, and no replacement before it is gone.
+  bed.world.expected.deletions.insert("uid-cpu-0");
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_TRUE(all_of<CreatePod>(plan).empty());
+}
+
+TEST(NodeSetPlan, ADaemonSetModePodWaitsForItsLostNode) {
+  Bed bed(1, 1);
+  bed.world.nodeset.spec.scaling_mode = "DaemonSet";
+  bed.world.pods[0].mode = "DaemonSet";
+  silence_kubelet(bed, "k8s-0");
+  bed.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING"};
+  for (const auto& d : all_of<DeletePod>(bed.plan())) {
+    EXPECT_FALSE(d.at_once) << to_string(d);
+  }
+}
+
 TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
   Bed bed(1, 1);
   bed.world.pods[0].drain_request = "bad DIMM\nslot 3";
