@@ -631,8 +631,18 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
         });
       },
       [slurm_write](const ResumeSlurmNode& c) {
-        return slurm_write(
-            [&](slurm::Client& client) { return slurm_error(client.resume(c.node)); });
+        return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          auto resumed = client.resume(c.node);
+          if (!resumed && resumed.error().kind == slurm::ErrorKind::kInvalid) {
+            // Refused as a transition: a node neither DOWN nor drained has nothing to resume (a
+            // second reconcile before the feed showed the first resume). Done, if so.
+            const auto now = client.get_node(c.node);
+            if (now && !now->has("DOWN") && !now->drain()) {
+              return std::nullopt;
+            }
+          }
+          return slurm_error(resumed);
+        });
       },
       [slurm_write](const UpdateSlurmNode& c) {
         return slurm_write([&](slurm::Client& client) {

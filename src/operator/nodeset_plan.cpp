@@ -154,6 +154,15 @@ std::string lost_node(const kube::Document& kube_node, const slurm::Node& node) 
   return "";
 }
 
+bool down_before_pod(const slurm::Node& node, const WorkerPod& w) {
+  if (!node.has("DOWN") || node.has("NOT_RESPONDING") ||
+      !node.reason.starts_with("Not responding") || !node.reason_changed_at) {
+    return false;
+  }
+  const auto created = kube::parse_time(w.created);
+  return created && *node.reason_changed_at < *created;
+}
+
 std::string slurm_reason(SlurmHealth health) {
   switch (health) {
     case SlurmHealth::kNoClient:
@@ -915,6 +924,11 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
                w.ready) {
       // Down from a previous pod's preStop; this pod's slurmd runs.
       add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+    } else if (w.ready && down_before_pod(node, w)) {
+      add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
+          {{false, "SlurmNodeReturned",
+            "Resumed " + w.hostname + " (pod " + w.name + "): Slurm set it DOWN (" + node.reason +
+                ") before this pod was created, and this pod's slurmd has " + "registered"}});
     }
     set_pod_cordon(w, false);
   }

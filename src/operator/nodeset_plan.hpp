@@ -142,6 +142,12 @@ std::vector<std::string> slurm_condition_types(const slurm::Node& node);
 // restarted by its kubelet.
 std::string lost_node(const kube::Document& kube_node, const slurm::Node& node);
 
+// A node Slurm set DOWN because an earlier slurmd stopped answering ("Not responding", before
+// the pod `w` was created) that answers again: the DOWN is about a slurmd that no longer
+// exists, as after a lost Node (lost_node), and the pod's slurmd has registered. Slurm's own
+// ReturnToService=0 (its default) keeps such a node DOWN until someone resumes it.
+bool down_before_pod(const slurm::Node& node, const WorkerPod& w);
+
 // Drained: DRAIN and no work left. Only then may its pod go.
 bool slurm_drained(const slurm::Node& node);
 // A node whose pod is to go must be drained (again): not DRAIN, or DRAIN being undone (UNDRAIN).

@@ -432,6 +432,37 @@ TEST(NodeSetPlan, ALostPodAlreadyTerminatingIsDeletedAtOnceButOnlyOnce) {
   EXPECT_TRUE(all_of<CreatePod>(plan).empty());
 }
 
+TEST(NodeSetPlan, ANodeDownForAnEarlierPodsSilenceIsResumedOnceTheNewPodRegisters) {
+  // The replacement of a lost pod (created 10:00:00) registered: Slurm keeps the node DOWN for
+  // the old slurmd's silence (ReturnToService=0).
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = {"DOWN", "DYNAMIC_NORM"};
+  bed.nodes["cpu-0"].reason = "Not responding";
+  bed.nodes["cpu-0"].reason_changed_at = *kube::parse_time("2026-12-03T09:59:00Z");
+  NodeSetPlan plan = bed.plan();
+  const auto resumes = all_of<ResumeSlurmNode>(plan);
+  ASSERT_EQ(resumes.size(), 1U);
+  EXPECT_EQ(resumes[0].node, "cpu-0");
+  const Action* a = action_for(plan, "cpu-0");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->events.size(), 1U);
+  EXPECT_EQ(a->events[0].reason, "SlurmNodeReturned");
+  // Not while it still does not answer, not before the pod is Ready, and never for a silence of
+  // this pod's own slurmd (a crash its kubelet restarts is for a person to look at).
+  bed.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"};
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(bed.plan()).empty());
+  bed.nodes["cpu-0"].state = {"DOWN", "DYNAMIC_NORM"};
+  bed.world.pods[0].ready = false;
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(bed.plan()).empty());
+  bed.world.pods[0].ready = true;
+  bed.nodes["cpu-0"].reason_changed_at = *kube::parse_time("2026-12-03T10:30:00Z");
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(bed.plan()).empty());
+  // An administrator's DOWN is theirs.
+  bed.nodes["cpu-0"].reason = "bad DIMM";
+  bed.nodes["cpu-0"].reason_changed_at = *kube::parse_time("2026-12-03T09:59:00Z");
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(bed.plan()).empty());
+}
+
 TEST(NodeSetPlan, ADaemonSetModePodWaitsForItsLostNode) {
   Bed bed(1, 1);
   bed.world.nodeset.spec.scaling_mode = "DaemonSet";
