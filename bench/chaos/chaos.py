@@ -1,9 +1,11 @@
-"""The fault campaign: on a node bed with the operator and a Slurm cluster installed with Helm,
-each run takes one random workload step on the worker NodeSet while real jobs run on every
-worker, injects one random fault at a random moment, and then checks what the operator promises
-a site:
+"""The fault campaign: on a bed of three Kubernetes Nodes with the operator and a Slurm cluster
+installed with Helm (the control plane on the first Node, 5-6 workers over all three), each run
+takes one random workload step on the worker NodeSet while real jobs run on every worker, injects
+one random fault at a random moment (a killed or cut-off component, or a whole Node losing power
+or its network), and then checks what the operator promises a site:
 
-  no job ended by the operator   every job of the run ends COMPLETED, never requeued
+  no job ended by the operator   every job of the run ends COMPLETED, never requeued; a job on a
+                                 Node that was lost ends COMPLETED after Slurm's requeue
   no orphan                      every worker pod has its Slurm node and every Slurm node its
                                  pod; no reservation, no finalizer, no operator drain is left
   convergence                    the desired state is reached within --bound seconds of the
@@ -38,9 +40,16 @@ h = None
 
 STEPS = ("scale_out", "scale_in", "rolling_update", "scheduled_update", "cordon", "nodeset_deletion")
 FAULTS = ("kill_operator", "kill_webhook", "kill_slurmctld", "kill_slurmrestd", "slurmrestd_away",
-          "apiserver_restart", "etcd_compaction", "lease_stolen", "slurmrestd_dropped")
+          "apiserver_restart", "etcd_compaction", "lease_stolen", "slurmrestd_dropped",
+          "node_power_loss", "node_cutoff")
+# Faults of a whole Kubernetes Node (the bed's `node power-off`/`cut`): a worker Node, never the
+# one the cluster's control plane runs on (INFRA), for 60-120 s, longer than either side takes to
+# call it lost (SlurmdTimeout 30 s, the node lifecycle's 50 s).
+NODE_FAULTS = ("node_power_loss", "node_cutoff")
+INFRA_LABEL = ("tightrope.test/role", "infra")
+SLURMD_TIMEOUT = 30
 IMAGES = ("localhost/tightrope/slurmd:26.05", "localhost/tightrope/slurmd:26.05-b")
-MAX_WORKERS = 3
+MIN_WORKERS, MAX_WORKERS = 5, 6  # over three Nodes: several workers share each
 # Job states a run's jobs may pass through; any other end is a violation.
 LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"}
 NFT_TABLE = "tightrope_chaos"
@@ -172,12 +181,45 @@ class Fault:
     injected_at: float = 0.0
     cleared_at: float = 0.0
     error: str = ""
+    node: str = ""  # a Node fault's Node
+    hosts: set = field(default_factory=set)  # the Slurm nodes whose pods ran there when it struck
 
 
-def inject(f: Fault) -> None:
+def nodes() -> list[str]:
+    return h.ENV["TESTBED_NODES"].split(",")
+
+
+def infra_node() -> str:
+    return nodes()[0]
+
+
+def bed_node(action: str, node: str) -> None:
+    h.run(str(REPO / "scripts/testbed"), "--name", h.BED, "node", action, node, timeout=300)
+
+
+def node_fault(f: Fault, rng: random.Random) -> None:
+    """A worker Node loses power, or its cable, for f.duration; then it is back."""
+    placement = {p["spec"]["hostname"]: p["spec"].get("nodeName", "") for p in h.workers()}
+    candidates = sorted({n for n in placement.values() if n and n != infra_node()})
+    if not candidates:
+        raise AssertionError(f"no worker on a Node other than {infra_node()}: {placement}")
+    f.node = rng.choice(candidates)
+    f.hosts = {host for host, n in placement.items() if n == f.node}
+    off, on = ("power-off", "power-on") if f.kind == "node_power_loss" else ("cut", "reconnect")
+    bed_node(off, f.node)
+    try:
+        time.sleep(f.duration)
+    finally:
+        bed_node(on, f.node)
+    f.detail = f"{f.node} ({', '.join(sorted(f.hosts))}): {off} for {f.duration:.0f} s"
+
+
+def inject(f: Fault, rng: random.Random) -> None:
     """Injects the fault and returns once it has cleared (f.cleared_at set)."""
     f.injected_at = time.monotonic()
-    if f.kind == "kill_operator":
+    if f.kind in NODE_FAULTS:
+        node_fault(f, rng)
+    elif f.kind == "kill_operator":
         f.detail = kill_program(leader(), "slurm-operator")
     elif f.kind == "kill_webhook":
         f.detail = kill_program(pod("slurm-operator-webhook", h.OPERATOR_NS), "slurm-operator-webhook")
@@ -231,8 +273,9 @@ def inject(f: Fault) -> None:
 @dataclass
 class World:
     """What the cluster should become: the campaign's own record of the desired state."""
-    replicas: int = 2
+    replicas: int = MIN_WORKERS
     image: str = IMAGES[0]
+    cordoned: str = ""  # the Node the cordon step holds
     operator_replicas: int = 1
     manifest: dict = field(default_factory=dict)
 
@@ -283,9 +326,10 @@ def step(kind: str, world: World, rng: random.Random) -> str:
         return f"slurmd image -> {world.image} in a window from {start}"
     if kind == "cordon":
         hold = rng.uniform(10, 30)
-        h.kubectl("cordon", h.ENV["TESTBED_NODE"])
-        threading.Timer(hold, lambda: persist("the node uncordoned", "uncordon", h.ENV["TESTBED_NODE"])).start()
-        return f"node cordoned for {hold:.0f} s"
+        node = world.cordoned = rng.choice(nodes())
+        h.kubectl("cordon", node)
+        threading.Timer(hold, lambda: persist("the node uncordoned", "uncordon", node)).start()
+        return f"{node} cordoned for {hold:.0f} s"
     if kind == "nodeset_deletion":
         doc = nodeset()
         meta = doc["metadata"]
@@ -323,6 +367,7 @@ class JobWatch:
 
     def __init__(self) -> None:
         self.seen: dict[str, dict] = {}
+        self.host: dict[str, str] = {}  # the Slurm node each job was sent to (sbatch -w)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
@@ -340,8 +385,9 @@ class JobWatch:
             if fields.get("JobId") in self.seen:
                 self.seen[fields["JobId"]] = fields
 
-    def watch(self, job: str) -> None:
+    def watch(self, job: str, host: str) -> None:
         self.seen[job] = {}
+        self.host[job] = host
 
     def live(self) -> list[str]:
         return [j for j, f in self.seen.items() if not f or f.get("JobState") in LIVE_STATES]
@@ -351,7 +397,7 @@ def submit_jobs(rng: random.Random, jobs: JobWatch) -> None:
     """A job on every worker, 10-30 s each, running before the step begins."""
     for host in h.node_states():
         job = h.submit("-w", host, "--time=3", "--wrap", f"sleep {rng.randint(10, 30)}")
-        jobs.watch(job)
+        jobs.watch(job, host)
     jobs.poll()
     h.wait_until("every job running", lambda: (jobs.poll(), all(
         f.get("JobState") == "RUNNING" for f in jobs.seen.values()))[1], 60, h.cluster_state, period=1)
@@ -389,8 +435,13 @@ def divergence(world: World) -> str:
             return f"{p['metadata']['name']} not Ready"
         if p["spec"]["containers"][0]["image"] != world.image:
             return f"{p['metadata']['name']} at {p['spec']['containers'][0]['image']}"
-    if h.get("node", h.ENV["TESTBED_NODE"], ns="").get("spec", {}).get("unschedulable"):
-        return "node cordoned"
+    for node in nodes():
+        doc = h.get("node", node, ns="")
+        if doc.get("spec", {}).get("unschedulable"):
+            return f"{node} cordoned"
+        ready = [c for c in doc.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        if not ready or ready[0]["status"] != "True":
+            return f"{node} not Ready"
     states = h.node_states()
     hosts = sorted(p["spec"]["hostname"] for p in workers)
     if sorted(states) != hosts:
@@ -425,7 +476,7 @@ def orphans() -> list[str]:
 
 def choose_step(rng: random.Random, world: World) -> str:
     steps = [s for s in STEPS if not (s == "scale_out" and world.replicas >= MAX_WORKERS)
-             and not (s == "scale_in" and world.replicas <= 1)]
+             and not (s == "scale_in" and world.replicas <= MIN_WORKERS)]
     return rng.choice(steps)
 
 
@@ -436,7 +487,8 @@ def operator_restarts() -> int:
 
 def choose_fault(rng: random.Random) -> Fault:
     kind = rng.choice(FAULTS)
-    duration = rng.uniform(30, 120) if kind in ("slurmrestd_away", "slurmrestd_dropped") else 0.0
+    duration = rng.uniform(30, 120) if kind in ("slurmrestd_away", "slurmrestd_dropped") else \
+        rng.uniform(60, 120) if kind in NODE_FAULTS else 0.0
     return Fault(kind, duration)
 
 
@@ -447,7 +499,7 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     kind = force_step or kind
     if force_fault:
         fault.kind = force_fault
-        fault.duration = fault.duration or 30.0
+        fault.duration = fault.duration or (90.0 if force_fault in NODE_FAULTS else 30.0)
     delay = rng.uniform(0, 15)
     record = {"run": index, "seed": seed, "step": kind, "fault": fault.kind, "fault_delay_s": round(delay, 1),
               "violations": []}
@@ -461,7 +513,8 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     def fault_thread():
         time.sleep(delay)
         try:
-            inject(fault)
+            # Its own draws: the step's, in this thread meanwhile, stay as a replay makes them.
+            inject(fault, random.Random(f"{seed}:{index}:fault"))
         except Exception as e:  # the fault itself failed: recorded, the run goes on
             fault.error = str(e)[-500:]
             fault.cleared_at = time.monotonic()
@@ -500,7 +553,10 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     jobs.poll()
     for job, f in jobs.seen.items():
         state, restarts = f.get("JobState", "unknown"), f.get("Restarts", "0")
-        if state != "COMPLETED" or restarts != "0":
+        # A job on a Node that was lost is Slurm's to requeue (JobRequeue): it must still end
+        # COMPLETED, after its restart.
+        lost = fault.kind in NODE_FAULTS and jobs.host.get(job) in fault.hosts
+        if state != "COMPLETED" or (restarts != "0" and not lost):
             record["violations"].append(f"job {job} ended {state} (restarts {restarts}, "
                                         f"reason {f.get('Reason', '?')}, node {f.get('NodeList', '?')})")
     record["jobs"] = len(jobs.seen)
@@ -516,7 +572,9 @@ def settle(world: World) -> None:
     """Before the first run: the cluster as the campaign's World describes it."""
     doc = nodeset()
     world.replicas = doc["spec"].get("replicas", 1)
-    world.replicas = min(max(world.replicas, 1), MAX_WORKERS)
+    world.replicas = min(max(world.replicas, MIN_WORKERS), MAX_WORKERS)
+    if doc["spec"].get("replicas") != world.replicas:
+        patch_nodeset({"spec": {"replicas": world.replicas}})
     world.image = doc["spec"]["slurmd"]["image"]
     h.wait_until("the cluster's desired state", lambda: not divergence(world), 300,
                  lambda: divergence(world) + "\n" + h.cluster_state(), period=3)
@@ -526,12 +584,23 @@ def install(operator_replicas: int) -> None:
     """The operator at its replicas, and the cluster unless a campaign installed it already: its
     own writes (replicas, images, a NodeSet applied again) own fields a Helm upgrade would
     conflict on. The operator's chart has no such writes."""
-    h.install_operator(f"replicas={operator_replicas}")
+    key, value = INFRA_LABEL
+    h.kubectl("label", "node", infra_node(), f"{key}={value}", "--overwrite")
+    selector = {"kubernetes.io/os": "linux", key: value}
+    h.install_operator(f"replicas={operator_replicas}",
+                       *[f"nodeSelector.{k.replace('.', chr(92) + '.')}={v}" for k, v in selector.items()])
     if h.helm("status", h.RELEASE, "-n", h.NS, check=False).returncode == 0:
         return
-    h.kubectl("create", "namespace", h.NS, check=False)
-    h.helm("upgrade", "--install", h.RELEASE, str(REPO / "deploy/helm/slurm"), "-n", h.NS, "-f", str(h.VALUES),
-           timeout=180)
+    # The control plane on the first Node, MIN_WORKERS workers wherever they fit (several on a
+    # Node), Slurm's verdict on a silent node in SLURMD_TIMEOUT.
+    h.install_cluster("chaos", {
+        "controller": {"podSpec": {"nodeSelector": selector},
+                       "extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+                                    f"SlurmdTimeout={SLURMD_TIMEOUT}\n"},
+        "restapi": {"podSpec": {"nodeSelector": selector}},
+        "loginsets": {"slinky": {"podSpec": {"nodeSelector": selector}}},
+        "nodesets": {"slinky": {"replicas": MIN_WORKERS}},
+    })
 
 
 def summary(records: list[dict], seed: str, bound: float, operator_replicas: int) -> dict:

@@ -1,0 +1,288 @@
+"""End to end on three Kubernetes Nodes (scripts/testbed up --with-nodes 3): what a single Node
+cannot show. Jobs across Nodes, a rolling update and a scale-in with a job on every Node,
+`kubectl drain` against a running job, a Node that loses power with a job on it, a Node cut off
+from the network and plugged back, DaemonSet mode and NVLink cliques made of real Nodes' labels.
+
+The control plane of the cluster (the operator, its webhook, slurmctld, slurmrestd, the login
+pod) runs on the first Node, labelled as a site labels its service nodes; the workers may run
+anywhere. The Node faults (power-off, cut) are the bed's own (docs/testbed.md); CTest's fixture
+brings the bed up and destroys it around this file. The steps build on each other in file order.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, REPO, cluster_state, get, helm, install_cluster,
+                     install_operator, job_state, kubectl, node_states, pod_condition, run, slurm, submit,
+                     wait_until, workers)
+
+NODES = ENV["TESTBED_NODES"].split(",")
+INFRA_NODE = NODES[0]
+INFRA = {"kubernetes.io/os": "linux", "tightrope.test/role": "infra"}
+# Slurm's verdict on a node it cannot reach, in 30 s rather than its default 300 s, as a site
+# with short jobs sets it; the test waits on both sides' real timers.
+CONTROLLER_CONF = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSlurmdTimeout=30\n"
+
+
+def bed_command(*args: str, timeout: float = 300) -> str:
+    return run(str(REPO / "scripts/testbed"), "--name", ENV["TESTBED_NAME"], *args, timeout=timeout).stdout
+
+
+def node_of(pod: dict) -> str:
+    return pod["spec"].get("nodeName", "")
+
+
+def placement() -> dict[str, str]:
+    """Slurm node name -> the Kubernetes Node its pod runs on, for the workers not going away."""
+    return {p["spec"]["hostname"]: node_of(p) for p in workers()
+            if "deletionTimestamp" not in p["metadata"] and p.get("status", {}).get("phase") == "Running"}
+
+
+def idle_workers(count: int):
+    """A probe: the placement once `count` workers run on `count` different Nodes, all idle."""
+    def probe():
+        where = placement()
+        states = node_states()
+        if len(where) == count and len(set(where.values())) == count and \
+                sorted(states) == sorted(where) and all(s == "idle" for s in states.values()):
+            return where
+        return None
+    return probe
+
+
+def values(replicas: int) -> dict:
+    return {
+        "controller": {"extraConf": CONTROLLER_CONF, "podSpec": {"nodeSelector": INFRA}},
+        "restapi": {"podSpec": {"nodeSelector": INFRA}},
+        "loginsets": {"slinky": {"podSpec": {"nodeSelector": INFRA}}},
+        "nodesets": {"slinky": {"replicas": replicas, "oversubscribeNode": False}},
+    }
+
+
+def slurmd_tasks(hostname: str) -> dict[str, int]:
+    """Kubernetes Node -> how many slurmd containers of the worker whose Slurm node is `hostname`
+    run there, as each Node's containerd says (one powered off answers nothing)."""
+    pod = f"{NODESET}-{hostname.removeprefix(HOST)}"
+    out = {}
+    for node, address in zip(NODES, ENV["CONTAINERD_ADDRESSES"].split(",")):
+        ctr = ["ctr", "--address", address, "-n", "k8s.io"]
+        tasks = subprocess.run(ctr + ["tasks", "ls"], capture_output=True, text=True, timeout=30)
+        if tasks.returncode:
+            continue
+        running = {line.split()[0] for line in tasks.stdout.splitlines()[1:] if "RUNNING" in line}
+        count = 0
+        for cid in running:
+            info = subprocess.run(ctr + ["containers", "info", cid], capture_output=True, text=True, timeout=30)
+            labels = json.loads(info.stdout).get("Labels", {}) if info.returncode == 0 else {}
+            if labels.get("io.kubernetes.container.name") == "slurmd" and \
+                    labels.get("io.kubernetes.pod.name") == pod:
+                count += 1
+        if count:
+            out[node] = count
+    return out
+
+
+def slurm_node_records(hostname: str) -> list[str]:
+    out = slurm("scontrol", "show", "node", hostname, "-o", check=False)
+    return [line for line in out.splitlines() if line.startswith(f"NodeName={hostname} ")]
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_three_workers_run_on_three_nodes_and_a_job_spans_them():
+    assert len(NODES) == 3, NODES
+    kubectl("label", "node", INFRA_NODE, "tightrope.test/role=infra", "--overwrite")
+    install_operator(*[f"nodeSelector.{k.replace('.', chr(92) + '.')}={v}" for k, v in INFRA.items()])
+    for p in get("pods", ns=OPERATOR_NS).get("items", []):
+        assert node_of(p) == INFRA_NODE, (p["metadata"]["name"], node_of(p))
+    install_cluster("nodes", values(3))
+    where = wait_until("3 idle workers on 3 Nodes", idle_workers(3), 420, cluster_state, period=5)
+    assert sorted(where.values()) == sorted(NODES), where
+    out = slurm("srun", "-N3", "hostname", timeout=90)
+    assert sorted(out.split()) == sorted(where), out
+
+
+def test_a_rolling_update_with_a_job_on_every_node_kills_none():
+    before = {p["metadata"]["uid"] for p in workers()}
+    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 40") for host in placement()}
+    wait_until("a job running on every worker", lambda: all(job_state(j) == "RUNNING" for j in jobs.values()),
+               60, cluster_state)
+    kubectl("-n", NS, "patch", "nodeset", NODESET, "--type=json", "-p", json.dumps(
+        [{"op": "replace", "path": "/spec/slurmd/image", "value": "localhost/tightrope/slurmd:26.05-b"}]))
+
+    def rolled():
+        pods = workers()
+        return len(pods) == 3 and not ({p["metadata"]["uid"] for p in pods} & before) and all(
+            p["spec"]["containers"][0]["image"].endswith(":26.05-b") for p in pods) and idle_workers(3)()
+
+    wait_until("every worker replaced with the new image, idle, one per Node", rolled, 420, cluster_state,
+               period=5)
+    assert {h: job_state(j) for h, j in jobs.items()} == {h: "COMPLETED" for h in jobs}
+
+
+def test_a_scale_in_with_a_job_on_every_node_kills_none():
+    jobs = {host: submit("-w", host, "--time=3", "--wrap", "sleep 30") for host in placement()}
+    wait_until("a job running on every worker", lambda: all(job_state(j) == "RUNNING" for j in jobs.values()),
+               60, cluster_state)
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=2")
+    draining = wait_until("one worker to drain", lambda: [h for h, s in node_states().items()
+                                                          if s in ("drng", "drain")], 60, cluster_state)
+    assert len(draining) == 1, draining
+    assert job_state(jobs[draining[0]]) == "RUNNING"  # drained, not killed
+    wait_until("two workers left, idle", idle_workers(2), 240, cluster_state, period=5)
+    assert {h: job_state(j) for h, j in jobs.items()} == {h: "COMPLETED" for h in jobs}
+
+
+def test_kubectl_drain_waits_for_the_job_and_the_pod_comes_back_on_another_node():
+    """kubectl drain evicts through the eviction API: the PodDisruptionBudget over pods with
+    work refuses while the job runs, the cordon has drained the Slurm node first, and once the
+    job is done the pod goes and comes back on the free Node."""
+    where = placement()
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    job = submit("-w", host, "--time=3", "--wrap", "sleep 45")
+    wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+    wait_until(f"{host}'s pod protected", lambda: any(
+        p["metadata"].get("labels", {}).get("nodeset.slinky.slurm.net/pod-protect") == "true"
+        for p in workers() if p["spec"]["hostname"] == host), 60, cluster_state)
+    drain = subprocess.Popen([ENV["KUBECTL"], "drain", node, "--ignore-daemonsets", "--delete-emptydir-data",
+                              "--timeout=240s"], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(f"{host} drained in Slurm", lambda: node_states().get(host) in ("drng", "drain"), 60,
+                   cluster_state)
+        time.sleep(10)  # the eviction is retried meanwhile: the pod must still be there
+        assert job_state(job) == "RUNNING"
+        assert [p for p in workers() if p["spec"]["hostname"] == host and node_of(p) == node and
+                "deletionTimestamp" not in p["metadata"]], cluster_state()
+        wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 90, cluster_state)
+        output, _ = drain.communicate(timeout=240)
+        assert drain.returncode == 0, output
+        assert "disruption budget" in output, output  # the eviction was refused while the job ran
+        moved = wait_until(f"{host} back on another Node", lambda: (w := idle_workers(2)()) and
+                           w.get(host) not in (None, node) and w, 240, cluster_state, period=5)
+        assert node not in moved.values(), moved
+    finally:
+        if drain.poll() is None:
+            drain.kill()
+        kubectl("uncordon", node)
+
+
+def test_a_node_that_loses_power_has_its_job_requeued_and_its_pod_replaced_with_no_human():
+    where = placement()
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    other = next(h for h in where if h != host)
+    # Runs until its node dies; its second run (Slurm's requeue) ends at once.
+    job = submit("-w", host, "--requeue", "--wrap",
+                 'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 5; else sleep 900; fi')
+    survivor = submit("-w", other, "--time=5", "--wrap", "sleep 150")
+    wait_until("both jobs running", lambda: job_state(job) == job_state(survivor) == "RUNNING", 60,
+               cluster_state)
+    lost_uid = next(p["metadata"]["uid"] for p in workers() if p["spec"]["hostname"] == host)
+    t0 = time.monotonic()
+    bed_command("node", "power-off", node)
+    try:
+        wait_until(f"Slurm to mark {host} DOWN", lambda: node_states().get(host, "").startswith("down"), 150,
+                   cluster_state, period=3)
+        down_after = time.monotonic() - t0
+        wait_until(f"the lost pod {host} replaced on another Node", lambda: (w := placement()).get(host) not in
+                   (None, node) and lost_uid not in {p["metadata"]["uid"] for p in workers()}, 240,
+                   cluster_state, period=3)
+        replaced_after = time.monotonic() - t0
+        events = kubectl("-n", NS, "get", "events", "--field-selector", "reason=NodeLost", "-o", "json").stdout
+        assert any(host in e["message"] and node in e["message"] for e in json.loads(events)["items"]), events
+        wait_until(f"job {job} requeued and completed", lambda: job_state(job) == "COMPLETED", 420,
+                   lambda: slurm("scontrol", "show", "job", job, check=False) + cluster_state(), period=5)
+        restarts = slurm("scontrol", "show", "job", job, "-o")
+        assert "Restarts=1" in restarts, restarts
+        returned = kubectl("-n", NS, "get", "events", "--field-selector", "reason=SlurmNodeReturned", "-o",
+                           "json").stdout
+        assert any(host in e["message"] for e in json.loads(returned)["items"]), returned
+        # The operator resumed the node once, and no write of it failed on the way.
+        failed = kubectl("-n", NS, "get", "events", "--field-selector", "type=Warning", "-o", "json").stdout
+        assert not [e["message"] for e in json.loads(failed)["items"]
+                    if e["reason"] in ("SlurmUpdateFailed", "SyncFailed", "DeleteFailed") and
+                    host in e["message"]], failed
+        assert job_state(survivor) in ("RUNNING", "COMPLETED")  # the other Node's job lived on
+        print(f"power-off of {node}: Slurm DOWN after {down_after:.0f} s, pod replaced after "
+              f"{replaced_after:.0f} s")
+    finally:
+        bed_command("node", "power-on", node)
+    wait_until(f"{node} Ready again", lambda: "Ready=True" in bed_command("node", "list").splitlines()[NODES.index(node)],
+               120, cluster_state)
+    wait_until(f"job {survivor} to complete", lambda: job_state(survivor) == "COMPLETED", 240, cluster_state)
+    assert slurmd_tasks(host).get(node, 0) == 0  # nothing of the old pod came back with the power
+
+
+def test_a_node_cut_off_and_plugged_back_leaves_one_slurm_node_and_one_slurmd_per_name():
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    other = next(h for h in where if h != host)
+    survivor = submit("-w", other, "--time=5", "--wrap", "sleep 120")
+    wait_until(f"job {survivor} running", lambda: job_state(survivor) == "RUNNING", 60, cluster_state)
+    bed_command("node", "cut", node)
+    try:
+        wait_until(f"{host} replaced on another Node", lambda: placement().get(host) not in (None, node), 300,
+                   cluster_state, period=3)
+        wait_until(f"{host} idle again", lambda: node_states().get(host) == "idle", 120, cluster_state)
+        # The cut-off Node's kubelet cannot hear that its pod was deleted: its slurmd still runs.
+        assert slurmd_tasks(host).get(node, 0) == 1, slurmd_tasks(host)
+    finally:
+        bed_command("node", "reconnect", node)
+    wait_until(f"the kubelet of {node} to stop the old slurmd",
+               lambda: slurmd_tasks(host).get(node, 0) == 0, 120, cluster_state, period=3)
+    for _ in range(10):  # and it stays that way: one slurmd and one record for the name
+        assert sum(slurmd_tasks(host).values()) == 1, slurmd_tasks(host)
+        assert len(slurm_node_records(host)) == 1, slurm_node_records(host)
+        assert node_states().get(host) == "idle", node_states()
+        time.sleep(3)
+    job = submit("-w", host, "--time=2", "--wrap", "hostname")
+    wait_until(f"job {job} on {host} to complete", lambda: job_state(job) == "COMPLETED", 90, cluster_state)
+    wait_until(f"job {survivor} to complete", lambda: job_state(survivor) == "COMPLETED", 240, cluster_state)
+    wait_until(f"{node} Ready again", lambda: "Ready=True" in bed_command("node", "list").splitlines()[NODES.index(node)],
+               120, cluster_state)
+
+
+def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks():
+    # The scaling mode changed on the NodeSet (as kubectl edit would): its pods are replaced,
+    # drained first, by one on each Node.
+    kubectl("-n", NS, "patch", "nodeset", NODESET, "--type=merge", "-p", '{"spec":{"scalingMode":"DaemonSet"}}')
+    where = wait_until("a worker on each of the 3 Nodes", idle_workers(3), 420, cluster_state, period=5)
+    out = slurm("srun", "-N3", "hostname", timeout=90)
+    assert sorted(out.split()) == sorted(where), out
+    # Two Nodes in one NVLink domain, the third in another, as GPU Feature Discovery labels them.
+    cliques = {NODES[0]: "c0ffee00-0000-4000-8000-000000000001.1", NODES[1]: "c0ffee00-0000-4000-8000-000000000001.1",
+               NODES[2]: "c0ffee00-0000-4000-8000-000000000002.7"}
+    for node, clique in cliques.items():
+        kubectl("label", "node", node, f"nvidia.com/gpu.clique={clique}", "--overwrite")
+    try:
+        def topology() -> str:
+            return kubectl("-n", NS, "exec", "slurm-controller-0", "-c", "slurmctld", "--",
+                           "scontrol", "show", "topology", "nvlink", check=False).stdout
+
+        def blocks() -> dict[str, set[str]] | None:
+            """Block name -> its Slurm nodes, once both cliques are blocks."""
+            out = {}
+            for line in topology().splitlines():
+                fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+                if fields.get("BlockName") in cliques.values() and fields.get("Nodes"):
+                    out[fields["BlockName"]] = set(
+                        slurm("scontrol", "show", "hostnames", fields["Nodes"]).split())
+            return out if set(out) == set(cliques.values()) else None
+
+        got = wait_until("both cliques as blocks of their Nodes' workers", blocks, 180,
+                         lambda: topology() + cluster_state(), period=5)
+        wanted = {c: {h for h, n in where.items() if cliques[n] == c} for c in set(cliques.values())}
+        assert got == wanted, (got, where)
+    finally:
+        for node in cliques:
+            kubectl("label", "node", node, "nvidia.com/gpu.clique-", check=False)
+
+
+def test_the_cluster_goes_and_leaves_no_pod_on_any_node():
+    helm("uninstall", "slurm", "-n", NS, "--wait", "--timeout", "180s", timeout=240)
+    wait_until("no worker left", lambda: not workers(), 180, cluster_state)
+    helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
+    kubectl("label", "node", INFRA_NODE, "tightrope.test/role-", check=False)
