@@ -12,8 +12,11 @@ brings the bed up and destroys it around this file. The steps build on each othe
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, REPO, cluster_state, get, helm, install_cluster,
                      install_operator, job_state, kubectl, node_states, pod_condition, run, slurm, submit,
@@ -281,8 +284,82 @@ def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks(
             kubectl("label", "node", node, "nvidia.com/gpu.clique-", check=False)
 
 
+SLURM_UID = 401  # the images' slurm user, which slurmctld runs as
+
+
+def controllers_up() -> dict[str, str]:
+    """slurmctld host -> UP or DOWN, as `scontrol ping` says (primary first)."""
+    out = slurm("scontrol", "ping", check=False, timeout=90)
+    return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
+
+
+def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_loses_power():
+    """controller.ha across Nodes: the two slurmctld pods on Nodes 2 and 3 (one per Node, the
+    chart's anti-affinity), their state on one ReadWriteMany volume. The bed has no NFS: the
+    volume is a directory of the host that every Node mounts (hostPath), as every machine of a
+    site mounts the same export. The primary's Node loses power; the backup takes over from the
+    state on the volume; the running job lives on and clients reach the new primary."""
+    helm("uninstall", "slurm", "-n", NS, "--wait", "--timeout", "180s", timeout=240)
+    wait_until("no worker left", lambda: not workers(), 180, cluster_state)
+    shared = Path(ENV["TESTBED_DIR"]) / "node" / "shared" / "slurm-state"
+    shutil.rmtree(shared, ignore_errors=True)
+    shared.mkdir(parents=True)
+    os.chown(shared, SLURM_UID, SLURM_UID)
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ENV['TESTBED_NAME']}-shared-state"},
+         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "shared",
+                  "persistentVolumeReclaimPolicy": "Retain",
+                  "hostPath": {"path": str(shared), "type": "Directory"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "slurm-state", "namespace": NS},
+         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "shared",
+                  "volumeName": f"{ENV['TESTBED_NAME']}-shared-state",
+                  "resources": {"requests": {"storage": "1Gi"}}}}]}))
+    for node in NODES[1:]:
+        kubectl("label", "node", node, "tightrope.test/slurmctld=yes", "--overwrite")
+    overlay = values(1)
+    overlay["controller"]["ha"] = {"enabled": True, "backups": 1}
+    overlay["controller"]["persistence"] = {"enabled": True, "existingClaim": "slurm-state"}
+    overlay["controller"]["podSpec"] = {"nodeSelector": {"kubernetes.io/os": "linux", "tightrope.test/slurmctld": "yes"}}
+    overlay["controller"]["extraConf"] = CONTROLLER_CONF + "SlurmctldTimeout=10\n"
+    # The worker on the first Node: the job must outlive the primary's Node.
+    overlay["nodesets"]["slinky"]["podSpec"] = {"nodeSelector": INFRA}
+    install_cluster("nodes-ha", overlay)
+    wait_until("both slurmctlds up", lambda: list(controllers_up().values()) == ["UP", "UP"], 300,
+               lambda: slurm("scontrol", "ping", check=False) + cluster_state(), period=5)
+    (worker,) = wait_until("the worker idle", lambda: (w := idle_workers(1)()) and w, 240, cluster_state)
+    primary = get("pod", "slurm-controller-0")
+    backup = get("pod", "slurm-controller-1")
+    assert node_of(primary) != node_of(backup) and INFRA_NODE not in (node_of(primary), node_of(backup)), \
+        (node_of(primary), node_of(backup))
+    job = submit("-w", worker, "--time=5", "--wrap", "sleep 90")
+    wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+    started = slurm("scontrol", "show", "job", job, "-o")
+    time.sleep(15)  # slurmctld saves a change to its state within seconds, batched
+    t0 = time.monotonic()
+    bed_command("node", "power-off", node_of(primary))
+    try:
+        wait_until("the backup in control", lambda: controllers_up().get("slurm-controller-1") == "UP" and
+                   controllers_up().get("slurm-controller-0") != "UP", 180,
+                   lambda: slurm("scontrol", "ping", check=False), period=5)
+        print(f"power-off of {node_of(primary)}: the backup in control after {time.monotonic() - t0:.0f} s")
+        # Clients find the new primary: a new job is taken and runs beside the old one.
+        second = submit("-w", worker, "--time=2", "--wrap", "true")
+        wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 240, cluster_state, period=5)
+        wait_until(f"job {second} to complete", lambda: job_state(second) == "COMPLETED", 120, cluster_state)
+        start = next(f for f in started.split() if f.startswith("StartTime="))
+        assert start in slurm("scontrol", "show", "job", job, "-o"), "the job ran again"
+    finally:
+        bed_command("node", "power-on", node_of(primary))
+    wait_until("both slurmctlds up again", lambda: list(controllers_up().values()) == ["UP", "UP"], 300,
+               lambda: slurm("scontrol", "ping", check=False) + cluster_state(), period=5)
+    for node in NODES[1:]:
+        kubectl("label", "node", node, "tightrope.test/slurmctld-", check=False)
+
+
 def test_the_cluster_goes_and_leaves_no_pod_on_any_node():
     helm("uninstall", "slurm", "-n", NS, "--wait", "--timeout", "180s", timeout=240)
     wait_until("no worker left", lambda: not workers(), 180, cluster_state)
+    kubectl("-n", NS, "delete", "pvc", "slurm-state", "--ignore-not-found", "--wait=false", check=False)
+    kubectl("delete", "pv", f"{ENV['TESTBED_NAME']}-shared-state", "--ignore-not-found", "--wait=false", check=False)
     helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
     kubectl("label", "node", INFRA_NODE, "tightrope.test/role-", check=False)
