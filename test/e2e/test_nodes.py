@@ -338,12 +338,14 @@ def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_lo
     t0 = time.monotonic()
     bed_command("node", "power-off", node_of(primary))
     try:
-        wait_until("the backup in control", lambda: controllers_up().get("slurm-controller-1") == "UP" and
+        wait_until("the primary unreachable, the backup answering",
+                   lambda: controllers_up().get("slurm-controller-1") == "UP" and
                    controllers_up().get("slurm-controller-0") != "UP", 180,
                    lambda: slurm("scontrol", "ping", check=False), period=5)
-        print(f"power-off of {node_of(primary)}: the backup in control after {time.monotonic() - t0:.0f} s")
-        # Clients find the new primary: a new job is taken and runs beside the old one.
+        # Clients find the new primary: a new job is taken (by the backup once it has taken
+        # control, SlurmctldTimeout later) and runs beside the old one.
         second = submit("-w", worker, "--time=2", "--wrap", "true")
+        print(f"power-off of {node_of(primary)}: a new job taken after {time.monotonic() - t0:.0f} s")
         wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 240, cluster_state, period=5)
         wait_until(f"job {second} to complete", lambda: job_state(second) == "COMPLETED", 120, cluster_state)
         start = next(f for f in started.split() if f.startswith("StartTime="))
