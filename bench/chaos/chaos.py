@@ -153,7 +153,7 @@ def bed_pid(process: str) -> int:
 
 def bed_up() -> None:
     """scripts/testbed up again: it starts whatever of the bed is not running."""
-    h.run(str(REPO / "scripts/testbed"), "--name", h.BED, "up", timeout=300)
+    h.bed_command("up")
 
 
 def etcd(path: str, body: dict) -> dict:
@@ -193,24 +193,20 @@ def infra_node() -> str:
     return nodes()[0]
 
 
-def bed_node(action: str, node: str) -> None:
-    h.run(str(REPO / "scripts/testbed"), "--name", h.BED, "node", action, node, timeout=300)
-
-
 def node_fault(f: Fault, rng: random.Random) -> None:
     """A worker Node loses power, or its cable, for f.duration; then it is back."""
-    placement = {p["spec"]["hostname"]: p["spec"].get("nodeName", "") for p in h.workers()}
+    placement = h.placement()
     candidates = sorted({n for n in placement.values() if n and n != infra_node()})
     if not candidates:
         raise AssertionError(f"no worker on a Node other than {infra_node()}: {placement}")
     f.node = rng.choice(candidates)
     f.hosts = {host for host, n in placement.items() if n == f.node}
     off, on = ("power-off", "power-on") if f.kind == "node_power_loss" else ("cut", "reconnect")
-    bed_node(off, f.node)
+    h.bed_command("node", off, f.node)
     try:
         time.sleep(f.duration)
     finally:
-        bed_node(on, f.node)
+        h.bed_command("node", on, f.node)
     f.detail = f"{f.node} ({', '.join(sorted(f.hosts))}): {off} for {f.duration:.0f} s"
 
 

@@ -928,7 +928,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       add(ResumeSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
           {{false, "SlurmNodeReturned",
             "Resumed " + w.hostname + " (pod " + w.name + "): Slurm set it DOWN (" + node.reason +
-                ") before this pod was created, and this pod's slurmd has " + "registered"}});
+                ") before this pod was created, and this pod's slurmd has registered"}});
     }
     set_pod_cordon(w, false);
   }

@@ -44,6 +44,11 @@ def run(*cmd: str, check: bool = True, timeout: float = 120, stdin: str | None =
     return r
 
 
+def bed_command(*args: str, timeout: float = 300) -> str:
+    """scripts/testbed on the bed (`node power-off 2`, `up`, ...): its output."""
+    return run(str(REPO / "scripts/testbed"), "--name", BED, *args, timeout=timeout).stdout
+
+
 def kubectl(*args: str, **kw) -> subprocess.CompletedProcess:
     return run(ENV["KUBECTL"], *args, **kw)
 
@@ -105,6 +110,18 @@ def node_states() -> dict[str, str]:
 def workers() -> list[dict]:
     return [p for p in get("pods").get("items", [])
             if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurmd"]
+
+
+def placement() -> dict[str, str]:
+    """Slurm node name -> the Kubernetes Node its pod runs on, for the workers not going away."""
+    return {p["spec"]["hostname"]: p["spec"].get("nodeName", "") for p in workers()
+            if "deletionTimestamp" not in p["metadata"] and p.get("status", {}).get("phase") == "Running"}
+
+
+def controllers_up() -> dict[str, str]:
+    """slurmctld host -> UP or DOWN, as `scontrol ping` says (primary first)."""
+    out = slurm("scontrol", "ping", check=False, timeout=90)
+    return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
 
 
 def job_state(job: str) -> str:

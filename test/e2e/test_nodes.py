@@ -18,9 +18,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, REPO, cluster_state, get, helm, install_cluster,
-                     install_operator, job_state, kubectl, node_states, pod_condition, run, slurm, submit,
-                     wait_until, workers)
+from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, bed_command, cluster_state, controllers_up, get, helm,
+                     install_cluster, install_operator, job_state, kubectl, node_states, placement, slurm,
+                     submit, wait_until, workers)
 
 NODES = ENV["TESTBED_NODES"].split(",")
 INFRA_NODE = NODES[0]
@@ -30,18 +30,8 @@ INFRA = {"kubernetes.io/os": "linux", "tightrope.test/role": "infra"}
 CONTROLLER_CONF = "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSlurmdTimeout=30\n"
 
 
-def bed_command(*args: str, timeout: float = 300) -> str:
-    return run(str(REPO / "scripts/testbed"), "--name", ENV["TESTBED_NAME"], *args, timeout=timeout).stdout
-
-
 def node_of(pod: dict) -> str:
     return pod["spec"].get("nodeName", "")
-
-
-def placement() -> dict[str, str]:
-    """Slurm node name -> the Kubernetes Node its pod runs on, for the workers not going away."""
-    return {p["spec"]["hostname"]: node_of(p) for p in workers()
-            if "deletionTimestamp" not in p["metadata"] and p.get("status", {}).get("phase") == "Running"}
 
 
 def idle_workers(count: int):
@@ -285,12 +275,6 @@ def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks(
 
 
 SLURM_UID = 401  # the images' slurm user, which slurmctld runs as
-
-
-def controllers_up() -> dict[str, str]:
-    """slurmctld host -> UP or DOWN, as `scontrol ping` says (primary first)."""
-    out = slurm("scontrol", "ping", check=False, timeout=90)
-    return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
 
 
 def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_loses_power():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
+from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, controllers_up, get, helm,
                      install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states,
                      nodeset_condition, privilege_findings, run, slurm, submit, wait_until, workers)
 
@@ -379,12 +379,6 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
 def slurmctld_signal(pod: str, sig: str) -> None:
     kubectl("-n", NS, "exec", pod, "-c", "slurmctld", "--", "sh", "-c",
             f"for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmctld ] && kill -{sig} ${{p#/proc/}}; done; true")
-
-
-def controllers_up() -> dict[str, str]:
-    """slurmctld host -> UP or DOWN, as `scontrol ping` says (primary first)."""
-    out = slurm("scontrol", "ping", check=False, timeout=60)
-    return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
 
 
 def start_time(job: str) -> str:
