@@ -673,8 +673,8 @@ def main() -> int:
     ap.add_argument("--step", choices=STEPS, default="", help="this step in every run (a check of one path)")
     ap.add_argument("--fault", choices=FAULTS, default="", help="this fault in every run")
     ap.add_argument("--table", action="store_true", help="only write --out's table (.md) again")
-    ap.add_argument("--operator-replicas", type=int, default=1,
-                    help="operator replicas (more than one: a standby takes the Lease over)")
+    ap.add_argument("--operator-replicas", type=int, default=2,
+                    help="operator replicas (the chart's default, 2: a standby takes the Lease over)")
     args = ap.parse_args()
     if args.table:
         args.out.with_suffix(".md").write_text(markdown(json.loads(args.out.read_text())))

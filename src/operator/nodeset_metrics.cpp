@@ -115,4 +115,14 @@ void NodeSetMetrics::forget(const std::string& ns, const std::string& nodeset) {
   unseen_.erase(ns + "/" + nodeset);
 }
 
+void NodeSetMetrics::forget_all() {
+  for (metrics::GaugeFamily* family : {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_}) {
+    family->remove({});
+  }
+  sync_.remove({});
+  std::lock_guard lock(mu_);
+  types_.clear();
+  unseen_.clear();
+}
+
 }  // namespace tightrope::op

@@ -31,6 +31,8 @@ class NodeSetMetrics {
   void report(const std::string& ns, const std::string& nodeset, const nlohmann::json& status,
               const std::vector<api::Condition>& conditions, Clock::time_point began);
   void forget(const std::string& ns, const std::string& nodeset);
+  // Every NodeSet's series: the operator stands by and another reports them.
+  void forget_all();
   // The operator saw a change that concerns the NodeSet: "slurm" (its nodes or their jobs, from
   // the change feed) or "node" (a Kubernetes Node of its pods: cordon, taints, conditions).
   void seen(const std::string& ns, const std::string& nodeset, const std::string& source,

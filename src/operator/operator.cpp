@@ -347,6 +347,12 @@ void Operator::stop_controllers() {
     c->stop();
   }
   controllers_running_ = false;
+  // What a leader reported goes with its term: a standby's series would be stale, and summed
+  // with the new leader's they would count every job and node twice.
+  slurm_.release_all();
+  if (nodeset_metrics_) {
+    nodeset_metrics_->forget_all();
+  }
 }
 
 void Operator::stop() {

@@ -242,6 +242,22 @@ void SlurmClients::erase(const std::string& key) {
   absent_.erase(key);
 }
 
+void SlurmClients::release_all() {
+  std::lock_guard lock(mu_);
+  for (auto& [key, entry] : clients_) {
+    stop_feed(entry);
+    if (metrics_ != nullptr) {
+      const kube::Request controller = kube::Request::from_key(key);
+      metrics_->forget(controller.namespace_name, controller.name);
+    }
+  }
+  if (!clients_.empty()) {
+    log::info("slurm.released", {{"connections", std::to_string(clients_.size())}});
+  }
+  clients_.clear();
+  absent_.clear();
+}
+
 void SlurmClients::stop() {
   std::lock_guard lock(mu_);
   for (auto& [key, entry] : clients_) {

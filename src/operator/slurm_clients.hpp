@@ -102,6 +102,9 @@ class SlurmClients {
   void erase(const std::string& key);
   // Stops every feed (before the listener's target goes away).
   void stop();
+  // Drops every connection and its series, telling no one: the operator stands by, and the
+  // leader alone reads Slurm and reports it (two reporting would count every job twice).
+  void release_all();
 
  private:
   struct Entry {

@@ -82,7 +82,9 @@ def cluster_state() -> str:
     pods = kubectl("-n", NS, "get", "pods", "-o", "wide", check=False).stdout
     nodesets = kubectl("-n", NS, "get", "nodesets", "-o", "yaml", check=False).stdout
     events = kubectl("-n", NS, "get", "events", "--sort-by=.lastTimestamp", check=False).stdout
-    operator = kubectl("-n", OPERATOR_NS, "logs", "deploy/slurm-operator", "--tail=40", check=False).stdout
+    leader = operator_leader()
+    operator = kubectl("-n", OPERATOR_NS, "logs", leader, "--tail=40", check=False).stdout if leader else \
+        "no operator holds the Lease"
     return f"pods:\n{pods}\nnodesets:\n{nodesets[-3000:]}\nevents:\n{events[-3000:]}\noperator:\n{operator}"
 
 
@@ -144,13 +146,20 @@ def pod_condition(pod: dict, type_: str) -> str:
     return ""
 
 
+def operator_leader() -> str:
+    """The operator pod that holds the Lease, "" while none does (its identity is the pod's
+    name, "_", a number)."""
+    holder = get("lease", "slurm-operator", OPERATOR_NS).get("spec", {}).get("holderIdentity") or ""
+    return holder.rsplit("_", 1)[0]
+
+
 def operator_metrics() -> str:
-    """The operator's /metrics, from its pod (the host reaches the node's pod network)."""
-    pods = [p for p in get("pods", ns=OPERATOR_NS).get("items", [])
-            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurm-operator"
-            and p.get("status", {}).get("podIP")]
-    assert pods, "no operator pod with an IP"
-    with urllib.request.urlopen(f"http://{pods[0]['status']['podIP']}:8080/metrics", timeout=10) as r:
+    """The leading operator's /metrics, from its pod (the host reaches the pod network): a
+    standby reports no Slurm series."""
+    leader = wait_until("an operator to hold the Lease", operator_leader, 60)
+    ip = get("pod", leader, OPERATOR_NS).get("status", {}).get("podIP")
+    assert ip, f"the leading operator {leader} has no IP"
+    with urllib.request.urlopen(f"http://{ip}:8080/metrics", timeout=10) as r:
         return r.read().decode()
 
 

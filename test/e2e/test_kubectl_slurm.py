@@ -395,7 +395,7 @@ def test_doctor_names_a_stopped_operator_its_lease_and_what_nobody_rolls_or_mirr
         assert any("slurmctld" in e and "mounts key" in e for e in f["evidence"]), f
     finally:
         kubectl("uncordon", KUBE_NODE)
-        kubectl("-n", OPERATOR_NS, "scale", "deployment", "slurm-operator", "--replicas=1")
+        kubectl("-n", OPERATOR_NS, "scale", "deployment", "slurm-operator", "--replicas=2")
     wait_clear("operator-absent")
     wait_clear("operator-not-leading", timeout=120)
     wait_clear("slurm-key-mismatch", timeout=300)  # the operator rolls them, slurmctld first

@@ -74,11 +74,12 @@ def test_prometheus_finds_and_scrapes_every_endpoint_through_the_servicemonitors
     def all_up():
         targets = prometheus.targets()
         paths = sorted(urllib.parse.urlparse(t["scrapeUrl"]).path for t in targets)
-        if paths == sorted(["/metrics", "/metrics"] + SLURMCTLD_PATHS) and all(t["health"] == "up" for t in targets):
+        # Both operators (the leader and its standby) and the webhook.
+        if paths == sorted(["/metrics"] * 3 + SLURMCTLD_PATHS) and all(t["health"] == "up" for t in targets):
             return targets
         return None
 
-    targets = wait_until("Prometheus to scrape the operator, the webhook and slurmctld's four endpoints", all_up, 120,
+    targets = wait_until("Prometheus to scrape two operators, the webhook and slurmctld's four endpoints", all_up, 120,
                          lambda: json.dumps(prometheus.targets(), indent=1))
     for t in targets:
         assert t["labels"]["namespace"] in (NS, OPERATOR_NS), t["labels"]

@@ -23,7 +23,7 @@ from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES,
 def test_operator_installs_with_helm():
     install_operator()
     dep = get("deployment", "slurm-operator", OPERATOR_NS)
-    assert dep["status"].get("availableReplicas") == 1
+    assert dep["status"].get("availableReplicas") == 2  # the chart's default: a leader and a standby
 
 
 def test_an_invalid_value_is_refused_with_its_path():

@@ -681,6 +681,12 @@ TEST_F(OperatorTest, ALeaderWhoseLeaseIsTakenStandsByAndLeadsAgainWithoutRestart
   auto op = std::make_unique<OperatorProcess>(ns_, elect);
   op->start();
   ASSERT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge)) << op->log();
+  const auto reports_slurm = [&] {
+    const auto [status, text] =
+        testing::http_get("http://127.0.0.1:" + std::to_string(op->metrics_port()) + "/metrics");
+    return status == 200 && text.find("\ntightrope_slurm_up{") != std::string::npos;
+  };
+  ASSERT_TRUE(eventually(reports_slurm, kConverge));
   // Another holder takes the Lease and never renews it: the operator's renewals fail for the
   // renew deadline (10 s), then it stands by until the thief's 30 s run out.
   auto lease = client_->get(kube::resources::leases(), ns_, "slurm-operator");
@@ -700,12 +706,15 @@ TEST_F(OperatorTest, ALeaderWhoseLeaseIsTakenStandsByAndLeadsAgainWithoutRestart
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(op->reconciles("controller"), reconciled);
   EXPECT_EQ(slurm_conf().find("SchedulerType=sched/builtin"), std::string::npos);
+  // Nor reports Slurm: the new leader does, and a sum over both would count twice.
+  EXPECT_FALSE(reports_slurm());
   // Leading again in the same process, it finds what changed meanwhile.
   EXPECT_TRUE(eventually(
       [&] { return slurm_conf().find("SchedulerType=sched/builtin") != std::string::npos; },
       std::chrono::seconds(40)))
       << op->log();
   EXPECT_TRUE(op->running());
+  EXPECT_TRUE(eventually(reports_slurm, kConverge));
   const std::string log = op->log();
   EXPECT_NE(log.find("operator.leading", log.find("operator.standing_by")), std::string::npos);
   EXPECT_EQ(op->stop(), 0);

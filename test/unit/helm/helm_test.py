@@ -714,7 +714,15 @@ def check_operator_precedence(failures):
     def objs(*args):
         return operator_objects(list(args))
 
+    o = objs()
+    want.equal(o[("Deployment", op)]["spec"]["replicas"], 2, "two operators by default")
+    want.equal(pod_of(o, op)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+               ["podAffinityTerm"]["topologyKey"], "kubernetes.io/hostname", "the two asked to spread over Nodes")
+    o = objs("--set", "operator.affinity.nodeAffinity.x=y")
+    want.equal(pod_of(o, op)["affinity"], {"nodeAffinity": {"x": "y"}}, "a given affinity replaces the spread")
     o = objs("--set", "operator.leaderElection=false")
+    want.equal(o[("Deployment", op)]["spec"]["replicas"], 1, "without leader election one operator")
+    want("affinity" not in pod_of(o, op), "one operator: nothing to spread")
     want("--leader-elect" not in container_of(o, op).get("args", []), "operator.leaderElection: false over leaderElection")
     want(("Role", f"{op}-leader-election") not in o, "operator.leaderElection: false: no Lease role")
     want.equal(objs("--set", "operator.replicas=0")[("Deployment", op)]["spec"]["replicas"], 0,

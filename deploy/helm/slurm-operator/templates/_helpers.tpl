@@ -175,10 +175,11 @@ place that says which key wins. Templates read it as
 {{- $_ := set $workers $name . -}}
 {{- end -}}
 {{- end -}}
+{{- $leaderElection := (include "slurm-operator.firstSet" (list $op.leaderElection $v.leaderElection) | fromJson).v -}}
 {{- $operator := dict
   "enabled" (ne (toString $op.enabled) "false")
-  "replicas" (include "slurm-operator.firstSet" (list $op.replicas $v.replicas) | fromJson).v
-  "leaderElection" (include "slurm-operator.firstSet" (list $op.leaderElection $v.leaderElection) | fromJson).v
+  "replicas" (include "slurm-operator.firstSet" (list $op.replicas $v.replicas (ternary 2 1 $leaderElection)) | fromJson).v
+  "leaderElection" $leaderElection
   "image" $opImage
   "pullPolicy" (coalesce $op.imagePullPolicy $pullPolicy)
   "serviceAccount" (dict "create" $opSACreate "name" $opSAName)
@@ -193,6 +194,12 @@ place that says which key wins. Templates read it as
   "securityContext" (mergeOverwrite (include "slurm-operator.containerSecurityContext" . | fromYaml) (deepCopy ($op.securityContext | default dict)))
   "pdb" ($op.pdb | default dict)
 -}}
+{{- /* Two replicas on one Node die together when it goes: with no affinity given, the scheduler
+     is asked (not told: a one-Node cluster must still run both) to spread them. */ -}}
+{{- if and (gt (int $operator.replicas) 1) (not $operator.affinity) -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (include "slurm-operator.selectorLabels" . | fromYaml)) -}}
+{{- $_ := set $operator "affinity" (dict "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term)))) -}}
+{{- end -}}
 
 {{- /* The webhook: the operator's image unless webhook.image says otherwise. */ -}}
 {{- $whSA := $wh.serviceAccount | default dict -}}
