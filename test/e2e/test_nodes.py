@@ -170,7 +170,7 @@ def test_a_node_that_loses_power_has_its_job_requeued_and_its_pod_replaced_with_
     # Runs until its node dies; its second run (Slurm's requeue) ends at once.
     job = submit("-w", host, "--requeue", "--wrap",
                  'if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then sleep 5; else sleep 900; fi')
-    survivor = submit("-w", other, "--time=5", "--wrap", "sleep 150")
+    survivor = submit("-w", other, "--time=5", "--wrap", "sleep 90")  # outlives Slurm's verdict (30-50 s)
     wait_until("both jobs running", lambda: job_state(job) == job_state(survivor) == "RUNNING", 60,
                cluster_state)
     lost_uid = next(p["metadata"]["uid"] for p in workers() if p["spec"]["hostname"] == host)
@@ -315,7 +315,7 @@ def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_lo
     backup = get("pod", "slurm-controller-1")
     assert node_of(primary) != node_of(backup) and INFRA_NODE not in (node_of(primary), node_of(backup)), \
         (node_of(primary), node_of(backup))
-    job = submit("-w", worker, "--time=5", "--wrap", "sleep 90")
+    job = submit("-w", worker, "--time=5", "--wrap", "sleep 75")
     wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
     started = slurm("scontrol", "show", "job", job, "-o")
     time.sleep(15)  # slurmctld saves a change to its state within seconds, batched
