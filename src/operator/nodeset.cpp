@@ -483,7 +483,28 @@ std::optional<std::string> kube_error(const R& result, bool gone_is_fine = false
 }
 
 template <typename R>
-std::optional<std::string> slurm_error(const R& result, bool gone_is_fine = false) {
+std::optional<std::string> slurm_error(const R& result, bool gone_is_fine = false);
+
+// Before a drain or undrain: Slurm's node as it is now, since the plan's snapshot may predate an
+// administrator's drain by up to a poll. `leave` is set when that drain is there and must stay
+// (the write is done: the next reconcile sees it); returns the read's error.
+std::optional<std::string> read_before_drain(slurm::Client& client, const std::string& key,
+                                             const std::string& node,
+                                             const std::string& seen_reason, bool& leave) {
+  const auto now = client.get_node_state(node);
+  if (!now) {
+    return slurm_error(now);
+  }
+  leave = reason_changed_by_another(*now, seen_reason);
+  if (leave) {
+    log::info("nodeset.drain_of_another_kept",
+              {{"nodeset", key}, {"node", node}, {"reason", now->reason}});
+  }
+  return std::nullopt;
+}
+
+template <typename R>
+std::optional<std::string> slurm_error(const R& result, bool gone_is_fine) {
   if (result || (gone_is_fine && result.error().kind == slurm::ErrorKind::kNotFound)) {
     return std::nullopt;
   }
@@ -619,13 +640,23 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
   // The visitor outlives this call: slurm_write is copied into it, references stay references.
   return Overloaded{
       [slurm_write, &key](const DrainSlurmNode& c) {
-        return slurm_write([&](slurm::Client& client) {
+        return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          bool leave = false;
+          if (auto error = read_before_drain(client, key, c.node, c.seen_reason, leave);
+              error || leave) {
+            return error;
+          }
           log::info("nodeset.draining", {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
           return slurm_error(client.drain(c.node, c.reason));
         });
       },
       [slurm_write, &key](const UndrainSlurmNode& c) {
-        return slurm_write([&](slurm::Client& client) {
+        return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          bool leave = false;
+          if (auto error = read_before_drain(client, key, c.node, c.seen_reason, leave);
+              error || leave) {
+            return error;
+          }
           log::info("nodeset.undraining", {{"nodeset", key}, {"node", c.node}});
           return slurm_error(client.undrain(c.node));
         });

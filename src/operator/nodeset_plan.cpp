@@ -715,8 +715,9 @@ void Planner::drain_and_delete() {
       continue;
     }
     if (drain_needed(*node)) {
-      add(DrainSlurmNode{w.hostname, condemned_reason(kube::object_key(ns, w.name), why)}, w.name,
-          FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
+      add(DrainSlurmNode{w.hostname, condemned_reason(kube::object_key(ns, w.name), why),
+                         node->reason},
+          w.name, FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
           {{false, "DrainingPod",
             "Draining Slurm node " + w.hostname + " of pod " + w.name + " before deleting it (" +
                 why + ")"}},
@@ -894,7 +895,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
         : cordoned                                ? cordon_reason(kube_node->doc, key)
                    : with_operator_prefix(without_controls(w.drain_request, 256));
     if (!node.drain() || node.reason != reason) {
-      add(DrainSlurmNode{w.hostname, reason}, w.name, FailureEffect::kDeletionBlocked,
+      add(DrainSlurmNode{w.hostname, reason, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
           {{false,
             cordoned            ? "NodeCordon"
@@ -910,13 +911,14 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     set_pod_cordon(w, true);
   } else if (!cordoned && problems.empty() && !requested) {
     if (node.drain() && operator_reason(node.reason)) {
-      add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kDeletionBlocked,
+      add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
           {{false, "NodeUncordon",
             "Undrained " + w.hostname + " (pod " + w.name +
                 "): the operator's drain no longer applies"}});
     } else if (stale_registration_drain(node)) {
-      add(UndrainSlurmNode{w.hostname}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
+      add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kSync,
+          "SlurmUpdateFailed",
           {{false, "SlurmNodeReregistered",
             "Undrained " + w.hostname + " (pod " + w.name + "): slurmctld drained it for \"" +
                 node.reason + "\", and it has since registered as configured"}});

@@ -164,6 +164,10 @@ std::vector<std::string> node_features(const std::string& spec,
                                        const std::vector<std::string>& current);
 // True when `reason` is one the operator wrote (it may undo it); an administrator's never is.
 bool operator_reason(const std::string& reason);
+// A drain or undrain is planned from the change feed's snapshot, up to a poll old, in which the
+// node's reason was `seen`: true when Slurm's node `now` has another's reason since (an
+// administrator drained it meanwhile), which the write must not overwrite or undo.
+bool reason_changed_by_another(const slurm::Node& now, const std::string& seen);
 // The reason of a drain for deletion: "pending termination" marks a pod the operator is taking
 // away, so a later reconcile (or a restarted operator) knows it from Slurm alone. `key`: the
 // pod's namespace/name; `why`: "scale-in", "update", "NodeSet deletion", ...
@@ -320,9 +324,11 @@ struct PatchKubeNode {
 struct DrainSlurmNode {
   std::string node;
   std::string reason;
+  std::string seen_reason;  // the node's reason in the snapshot the plan was made from
 };
 struct UndrainSlurmNode {
   std::string node;
+  std::string seen_reason;
 };
 struct ResumeSlurmNode {
   std::string node;

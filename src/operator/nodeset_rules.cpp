@@ -142,6 +142,10 @@ bool operator_reason(const std::string& reason) {
   return reason.starts_with(api::kReasonPrefix);
 }
 
+bool reason_changed_by_another(const slurm::Node& now, const std::string& seen) {
+  return !now.reason.empty() && now.reason != seen && !operator_reason(now.reason);
+}
+
 std::string condemned_reason(const std::string& key, const std::string& why) {
   return with_operator_prefix("Pod (" + key + ") is pending termination for " + why);
 }

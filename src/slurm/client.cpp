@@ -199,6 +199,24 @@ Result<Node> Client::get_node(const std::string& name) {
   return fail(Error{ErrorKind::kNotFound, 200, "GET " + api("/nodes") + ": no node " + name, {}});
 }
 
+Result<Node> Client::get_node_state(const std::string& name) {
+  const std::vector<std::string> fields = node_fields(*options_.version);
+  auto answer = call("GET", api("/node/" + name), std::nullopt, Safety::kIdempotent, &fields);
+  if (!answer) {
+    return fail(answer.error());
+  }
+  auto list = decode_nodes(answer->doc, *options_.version);
+  if (!list) {
+    return fail(list.error());
+  }
+  for (auto& node : list->nodes) {
+    if (node.name == name) {
+      return std::move(node);
+    }
+  }
+  return fail(Error{ErrorKind::kNotFound, answer->status, "no node " + name, {}});
+}
+
 Result<Done> Client::update_node(const std::string& name, const NodeUpdate& update) {
   return done(call("POST", api("/node/" + name), encode_node_update(update, *options_.version),
                    Safety::kIdempotent));

@@ -87,6 +87,9 @@ class Client {
   // Nodes.
   Result<Conditional<NodeList>> list_nodes(const NodeQuery& query = {});
   Result<Node> get_node(const std::string& name);  // from the full list: /node/{name} can be stale
+  // One node's state and reason as slurmctld has them now, cheap at any cluster size; its
+  // allocation (CPUs, GRES in use) may lag: read that from get_node.
+  Result<Node> get_node_state(const std::string& name);
   Result<Done> update_node(const std::string& name, const NodeUpdate& update);
   Result<Done> drain(const std::string& name, const std::string& reason);
   Result<Done> resume(const std::string& name);

@@ -552,6 +552,46 @@ TEST_F(NodeSetTest, CordonDrainsUncordonUndrainsAndAdminDrainsStay) {
   ASSERT_TRUE(slurm_->undrain(second));
 }
 
+// An administrator drains, and the Node is cordoned a moment later: the reconcile the cordon
+// starts plans from a feed snapshot that does not show the drain yet. The drain's reason is
+// neither written over nor, at the uncordon, undone.
+TEST_F(NodeSetTest, AnAdminDrainJustBeforeACordonIsNeverOverwritten) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().at(0)["spec"].value("nodeName", "");
+  const auto cordon = [&](bool on) {
+    ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+                               {{"spec", {{"unschedulable", on ? json(true) : json(nullptr)}}}}));
+  };
+  const auto reconciled_twice = [&] {
+    const int64_t before = op_->reconciles("nodeset");
+    return eventually([&] { return op_->reconciles("nodeset") >= before + 2; }, kConverge);
+  };
+  for (int round = 0; round < 3; ++round) {
+    const std::string reason = "admin: maintenance " + std::to_string(round);
+    ASSERT_TRUE(slurm_->drain(pod, reason));
+    cordon(true);
+    ASSERT_TRUE(reconciled_twice());
+    auto node = slurm_node(pod);
+    ASSERT_TRUE(node);
+    EXPECT_EQ(node->reason, reason) << "round " << round;
+    cordon(false);
+    ASSERT_TRUE(reconciled_twice());
+    node = slurm_node(pod);
+    ASSERT_TRUE(node);
+    EXPECT_TRUE(node->drain()) << "round " << round;
+    EXPECT_EQ(node->reason, reason) << "round " << round;
+    ASSERT_TRUE(slurm_->undrain(pod));
+    ASSERT_TRUE(eventually(
+        [&] {
+          auto n = slurm_node(pod);
+          return n && !n->drain();
+        },
+        kConverge));
+  }
+}
+
 TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
   testing::create_nodeset(*client_, ns_, nodeset_, 1);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));

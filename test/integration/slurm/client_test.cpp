@@ -65,8 +65,14 @@ TEST(SlurmClient, DrainsWithAReasonAndResumes) {
   EXPECT_EQ(drained.reason, "tightrope test: drain");
   EXPECT_EQ(drained.reason_set_by, "slurm");
   EXPECT_TRUE(drained.reason_changed_at.has_value());
+  // One node alone, as the operator reads it before it drains or undrains.
+  auto alone = c.get_node_state("n1");
+  ASSERT_TRUE(alone.ok()) << alone.error().message;
+  EXPECT_TRUE(alone->drain());
+  EXPECT_EQ(alone->reason, "tightrope test: drain");
   ASSERT_TRUE(c.resume("n1").ok());
   EXPECT_TRUE(eventually([&] { return idle_and_responding(c, "n1"); }));
+  EXPECT_EQ(c.get_node_state("no-such-node").error().kind, ErrorKind::kNotFound);
 }
 
 // An administrator's reason with a terminal escape, a line break and a byte typed in Latin-1,

@@ -54,7 +54,7 @@ Action mirror(const std::string& pod) {
   return act(PatchPod{pod, "conditions", {}, true, "", ""}, pod, FailureEffect::kSync);
 }
 Action drain(const std::string& pod, bool guards = true) {
-  return act(DrainSlurmNode{pod, "why"}, pod, FailureEffect::kDeletionBlocked, guards);
+  return act(DrainSlurmNode{pod, "why", ""}, pod, FailureEffect::kDeletionBlocked, guards);
 }
 
 TEST(NodeSetExecute, DecisionsRunBeforeCreationsAndCreationsBeforeMirrors) {

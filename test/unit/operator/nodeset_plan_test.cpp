@@ -485,6 +485,8 @@ TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
   ASSERT_EQ(cordons.size(), 1U);
   EXPECT_EQ(cordons[0].what, "cordon");
 
+  EXPECT_EQ(drains[0].seen_reason, "");  // what the write checks Slurm's node against
+
   // Drained as asked: nothing more to do while the request stays.
   bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
   bed.nodes["cpu-0"].reason = drains[0].reason;
@@ -494,7 +496,9 @@ TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
   // The request withdrawn: the operator's drain is undone.
   bed.world.pods[0].drain_request.clear();
   plan = bed.plan();
-  ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  const auto undrains = all_of<UndrainSlurmNode>(plan);
+  ASSERT_EQ(undrains.size(), 1U);
+  EXPECT_EQ(undrains[0].seen_reason, drains[0].reason);
 }
 
 // Everything the plan would send, written as JSON: what nlohmann::json::dump() cannot write
@@ -1067,7 +1071,7 @@ TEST(NodeSetPlan, ARecordIsNotPrunedWhileThePodThatRegistersItIsBeingCreated) {
 }
 
 TEST(NodeSetPlan, ActionsReadAsSentences) {
-  EXPECT_EQ(to_string(DrainSlurmNode{"cpu-1", "slurm-operator: why"}),
+  EXPECT_EQ(to_string(DrainSlurmNode{"cpu-1", "slurm-operator: why", ""}),
             "drain Slurm node cpu-1: slurm-operator: why");
   EXPECT_EQ(to_string(DeletePod{"cpu-1", "u1", "scale-in"}), "delete pod cpu-1 (uid u1): scale-in");
   slurm::NodeUpdate link;

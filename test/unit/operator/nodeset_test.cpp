@@ -747,6 +747,21 @@ TEST(Reasons, CordonReasonFromAnnotationOrDefault) {
   EXPECT_FALSE(operator_reason("admin: bad DIMM"));
 }
 
+TEST(Reasons, OnlyAnotherReasonSinceTheSnapshotStopsAWrite) {
+  slurm::Node now;
+  now.state = {"IDLE", "DRAIN"};
+  now.reason = "admin maintenance";
+  EXPECT_TRUE(reason_changed_by_another(now, ""));  // drained after the snapshot
+  EXPECT_TRUE(reason_changed_by_another(now, "slurm-operator: Node (k1) was cordoned"));
+  // The snapshot saw it: the plan decided knowing it.
+  EXPECT_FALSE(reason_changed_by_another(now, "admin maintenance"));
+  now.reason = "slurm-operator: Pod (hpc/cpu-0) is pending termination for scale-in";
+  EXPECT_FALSE(reason_changed_by_another(now, ""));  // the operator's own, from an earlier write
+  now.state = {"IDLE"};
+  now.reason.clear();
+  EXPECT_FALSE(reason_changed_by_another(now, "slurm-operator: Node (k1) was cordoned"));
+}
+
 // A NodeSet with ScheduledUpdate and these scheduledUpdate parameters (YAML flow style).
 api::NodeSet scheduled(const std::string& parameters) {
   return nodeset(
