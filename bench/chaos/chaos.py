@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
@@ -182,6 +183,7 @@ class Fault:
     cleared_at: float = 0.0
     error: str = ""
     node: str = ""  # a Node fault's Node
+    pod: str = ""  # the pod of a killed program
     hosts: set = field(default_factory=set)  # the Slurm nodes whose pods ran there when it struck
 
 
@@ -220,7 +222,9 @@ def inject(f: Fault, rng: random.Random) -> None:
     elif f.kind == "kill_webhook":
         f.detail = kill_program(pod("slurm-operator-webhook", h.OPERATOR_NS), "slurm-operator-webhook")
     elif f.kind == "kill_slurmctld":
-        f.detail = kill_program(pod("slurmctld", h.NS), "slurmctld")
+        victim = pod("slurmctld", h.NS)
+        f.pod = victim["metadata"]["name"]
+        f.detail = kill_program(victim, "slurmctld")
     elif f.kind == "kill_slurmrestd":
         f.detail = kill_program(pod("slurmrestd", h.NS), "slurmrestd")
     elif f.kind == "slurmrestd_away":
@@ -547,14 +551,19 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
         time.sleep(2)
     jobs.stop.set()
     jobs.poll()
+    forgotten = ends_slurmctld_forgot(fault)
     for job, f in jobs.seen.items():
         state, restarts = f.get("JobState", "unknown"), f.get("Restarts", "0")
         # A job on a Node that was lost is Slurm's to requeue (JobRequeue): it must still end
         # COMPLETED, after its restart.
         lost = fault.kind in NODE_FAULTS and jobs.host.get(job) in fault.hosts
         if state != "COMPLETED" or (restarts != "0" and not lost):
-            record["violations"].append(f"job {job} ended {state} (restarts {restarts}, "
-                                        f"reason {f.get('Reason', '?')}, node {f.get('NodeList', '?')})")
+            what = f"job {job} ended {state} (restarts {restarts}, reason {f.get('Reason', '?')}, " \
+                   f"node {f.get('NodeList', '?')})"
+            if job in forgotten:
+                record.setdefault("slurm_forgot", []).append(what)
+            else:
+                record["violations"].append(what)
     record["jobs"] = len(jobs.seen)
     # Only a kill of the operator should restart it: a lost Lease or an unreachable server
     # is lived through in the process.
@@ -599,6 +608,17 @@ def install(operator_replicas: int) -> None:
     })
 
 
+def ends_slurmctld_forgot(fault: Fault) -> set[str]:
+    """The jobs whose end the slurmctld killed by `fault` had logged ("_job_complete: JobId=N
+    done"): one killed with -9 before it saved that end recovers the job as still running, then
+    requeues or cancels it when its node does not show it (Slurm's FAQ: a crash loses what was
+    not yet saved). That job's fate is Slurm's state, not the operator's doing: counted apart."""
+    if fault.kind != "kill_slurmctld" or not fault.pod:
+        return set()
+    log = h.kubectl("-n", h.NS, "logs", fault.pod, "-c", "slurmctld", "--previous", check=False).stdout
+    return set(re.findall(r"_job_complete: JobId=(\d+) done", log))
+
+
 def summary(records: list[dict], seed: str, bound: float, operator_replicas: int) -> dict:
     conv = sorted(r["convergence_s"] for r in records if "convergence_s" in r)
 
@@ -616,6 +636,7 @@ def summary(records: list[dict], seed: str, bound: float, operator_replicas: int
         "violations": [{"run": r["run"], "step": r["step"], "fault": r["fault"], "what": v}
                        for r in records for v in r["violations"]],
         "runs_with_violations": sum(bool(r["violations"]) for r in records),
+        "jobs_slurmctld_forgot": [{"run": r["run"], "what": w} for r in records for w in r.get("slurm_forgot", [])],
         # Runs the campaign itself could not carry out (a step or fault that failed to start):
         # counted apart, not as the operator's.
         "harness_errors": sum("harness_error" in r for r in records),
@@ -657,6 +678,9 @@ def markdown(s: dict) -> str:
     if s["violations"]:
         lines += ["", "Violations:", ""] + [f"- run {v['run']} ({v['step']} + {v['fault']}): {v['what']}"
                                             for v in s["violations"]]
+    if s.get("jobs_slurmctld_forgot"):
+        lines += ["", "Jobs whose end a killed slurmctld had logged but not saved (Slurm's state, "
+                  "not the operator's):", ""] + [f"- run {j['run']}: {j['what']}" for j in s["jobs_slurmctld_forgot"]]
     return "\n".join(lines) + "\n"
 
 
