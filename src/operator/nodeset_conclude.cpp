@@ -211,6 +211,16 @@ void set_readiness(const NodeSetWorld& world, const NodeSetPlan& plan, const Out
   } else {
     readiness = {true, "AllReady", std::to_string(want) + " pods ready and registered in Slurm"};
   }
+  // A pod waits for its job's end to be saved: no event will say when that has passed.
+  if (plan.look_again_at && next && !next->requeue) {
+    const auto wait = std::max<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(*plan.look_again_at - world.now) +
+            std::chrono::milliseconds(200),
+        std::chrono::milliseconds(200));
+    if (next->requeue_after.count() == 0 || next->requeue_after > wait) {
+      next = after(wait);
+    }
+  }
   // A reservation just made or moved: its window is read back from Slurm at once.
   if (plan.reservation_changed && readiness.reason != "SlurmUpdateFailed") {
     const auto soon = std::chrono::seconds(1);

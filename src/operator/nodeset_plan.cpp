@@ -480,13 +480,18 @@ void Planner::keep_revisions() {
 // Slurm's side of each pod: when its work ends; and the first pod that cannot start.
 void Planner::read_pods() {
   std::map<std::string, slurm::Time> deadlines;
+  std::map<std::string, slurm::Time> ends;
   if (slurm_ok && world.slurm.snapshot.jobs) {
     deadlines = node_deadlines(*world.slurm.snapshot.jobs, nodes);
+    ends = node_last_job_ends(*world.slurm.snapshot.jobs);
   }
   pods = world.pods;
   for (auto& w : pods) {
     if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
       w.deadline = it->second;
+    }
+    if (const auto it = ends.find(w.hostname); it != ends.end()) {
+      w.last_job_end = it->second;
     }
     // Deleted by the operator, not yet shown so by the cache.
     if (world.expected.deletions.count(w.uid) != 0) {
@@ -728,6 +733,13 @@ void Planner::drain_and_delete() {
     }
     if (!slurm_drained(*node)) {
       plan.draining.push_back(w.name);
+      continue;
+    }
+    if (w.last_job_end && now < *w.last_job_end + kJobEndSaved) {
+      // Its job's end may not be on slurmctld's disk yet (kJobEndSaved).
+      plan.draining.push_back(w.name);
+      const slurm::Time saved = *w.last_job_end + kJobEndSaved;
+      plan.look_again_at = std::min(plan.look_again_at.value_or(saved), saved);
       continue;
     }
     release_claims(w, why);

@@ -55,6 +55,9 @@ struct WorkerPod {
   int64_t deletion_cost = 0;
   // When the work on its Slurm node is expected to end (node_deadlines); nullopt: no work.
   std::optional<slurm::Time> deadline;
+  // When the last job that ran on its Slurm node ended (node_last_job_ends); nullopt: none the
+  // snapshot holds.
+  std::optional<slurm::Time> last_job_end;
   // Its SlurmNodeState* conditions as the pod has them: type -> (message, lastTransitionTime).
   std::map<std::string, std::pair<std::string, std::string>> slurm_conditions;
   bool protect_label = false;       // nodeset.slinky.slurm.net/pod-protect=true
@@ -74,6 +77,14 @@ WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod);
 // the snapshot lacks never ends either: unseen jobs do not make a node idle.
 std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
                                                   const std::map<std::string, slurm::Node>& nodes);
+// When the last job that ran on each Slurm node ended (Slurm keeps ended jobs for MinJobAge).
+std::map<std::string, slurm::Time> node_last_job_ends(const std::map<int64_t, slurm::Job>& jobs);
+
+// slurmctld saves a changed job within SAVE_MAX_WAIT (5 s) of its last save, batched, so a
+// slurmctld killed sooner after a job ended recovers the job as still running. If the pod of
+// its node is gone by then, the node looks failed and Slurm runs the job again: a pod whose job
+// ended less than this ago waits (the margin covers a slow StateSaveLocation).
+inline constexpr auto kJobEndSaved = std::chrono::seconds(10);
 
 // Slinky's scale-in order, first difference wins: unscheduled, then Pending < Unknown <
 // Running, not ready, lower pod-deletion-cost, earlier job deadline (no jobs first), cordoned,
@@ -390,6 +401,7 @@ struct NodeSetPlan {
   std::string unbuildable;                    // why a pod that is wanted cannot be built
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
   std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
+  std::optional<slurm::Time> look_again_at;   // a pod may go then (kJobEndSaved), no event says so
   nlohmann::json status = nlohmann::json::object();
   int64_t want = 0;
   int64_t replicas = 0;

@@ -180,6 +180,26 @@ std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline) 
   return kube::format_time(*deadline);
 }
 
+std::map<std::string, slurm::Time> node_last_job_ends(const std::map<int64_t, slurm::Job>& jobs) {
+  std::map<std::string, slurm::Time> out;
+  for (const auto& [id, job] : jobs) {
+    if (job.active() || !job.end_time || job.nodes.empty()) {
+      continue;
+    }
+    const auto names = slurm::expand_hostlist(job.nodes);
+    if (!names) {
+      continue;
+    }
+    for (const auto& name : *names) {
+      auto [it, inserted] = out.emplace(name, *job.end_time);
+      if (!inserted) {
+        it->second = std::max(it->second, *job.end_time);
+      }
+    }
+  }
+  return out;
+}
+
 std::map<std::string, slurm::Time> node_deadlines(const std::map<int64_t, slurm::Job>& jobs,
                                                   const std::map<std::string, slurm::Node>& nodes) {
   std::map<std::string, slurm::Time> out;

@@ -18,6 +18,7 @@
 #include "kube/time.hpp"
 #include "nodeset/nodeset_support.hpp"
 #include "nodeset/pod_runner.hpp"
+#include "operator/nodeset_plan.hpp"
 #include "operator/resources.hpp"
 #include "slurm/client.hpp"
 #include "slurm/hostlist.hpp"
@@ -464,6 +465,12 @@ TEST_F(NodeSetTest, ScaleInWaitsForTheJobOnTheVictim) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(job_state(job), "COMPLETED");
+  // Not before slurmctld has saved the job's end (kJobEndSaved after it, to Slurm's second).
+  const auto ended = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() < ended + kJobEndSaved - std::chrono::seconds(2)) {
+    EXPECT_EQ(pod_names().count(victim), 1U) << "deleted before its job's end was saved";
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   ASSERT_TRUE(eventually([&] { return pod_names() == std::set<std::string>({nodeset_ + "-1"}); },
                          kConverge));
   EXPECT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));

@@ -177,6 +177,32 @@ TEST(NodeSetPlan, ADrainedIdleVictimIsDeletedByUidAndGetsNoOtherWrite) {
   }
 }
 
+TEST(NodeSetPlan, AVictimWhoseJobEndedJustNowWaitsUntilSlurmctldHasSavedTheEnd) {
+  Bed bed(1, 2);
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  slurm::Job ended;
+  ended.id = 7;
+  ended.state = {"COMPLETED"};
+  ended.nodes = "cpu-1";
+  ended.end_time = kNow - std::chrono::seconds(3);
+  bed.jobs[7] = ended;
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_EQ(plan.draining, std::vector<std::string>{"cpu-1"});
+  ASSERT_TRUE(plan.look_again_at);
+  EXPECT_EQ(*plan.look_again_at, *ended.end_time + kJobEndSaved);
+  // Nothing in Slurm will change meanwhile: the NodeSet looks again when the wait is over.
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  ASSERT_TRUE(verdict.next);
+  EXPECT_EQ(verdict.next->requeue_after, std::chrono::milliseconds(7200));
+
+  bed.world.now = *ended.end_time + kJobEndSaved;
+  plan = bed.plan();
+  ASSERT_EQ(all_of<DeletePod>(plan).size(), 1U);
+  EXPECT_FALSE(plan.look_again_at);
+}
+
 TEST(NodeSetPlan, AVictimWithAJobIsDrainedButKept) {
   Bed bed(1, 2);
   bed.nodes["cpu-1"].state = {"ALLOCATED", "DRAIN"};
