@@ -545,13 +545,16 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     else:
         record["convergence_s"] = round(time.monotonic() - since, 1)
 
-    # Every job of the run ends on its own (each sleeps at most 30 s), then is checked.
-    deadline = time.monotonic() + 120
+    # Every job of the run ends on its own (each sleeps at most 30 s), then is checked. One
+    # requeued from a lost Node waits for its begin time first (Slurm holds a requeued job back
+    # for a while): it gets longer.
+    lost_jobs = fault.kind in NODE_FAULTS and any(jobs.host.get(j) in fault.hosts for j in jobs.seen)
+    deadline = time.monotonic() + (360 if lost_jobs else 120)
     while jobs.live() and time.monotonic() < deadline:
         time.sleep(2)
     jobs.stop.set()
     jobs.poll()
-    forgotten = ends_slurmctld_forgot(fault)
+    forgotten = jobs_slurmctld_forgot(fault)
     for job, f in jobs.seen.items():
         state, restarts = f.get("JobState", "unknown"), f.get("Restarts", "0")
         # A job on a Node that was lost is Slurm's to requeue (JobRequeue): it must still end
@@ -608,15 +611,20 @@ def install(operator_replicas: int) -> None:
     })
 
 
-def ends_slurmctld_forgot(fault: Fault) -> set[str]:
-    """The jobs whose end the slurmctld killed by `fault` had logged ("_job_complete: JobId=N
-    done"): one killed with -9 before it saved that end recovers the job as still running, then
-    requeues or cancels it when its node does not show it (Slurm's FAQ: a crash loses what was
-    not yet saved). That job's fate is Slurm's state, not the operator's doing: counted apart."""
+def jobs_slurmctld_forgot(fault: Fault) -> set[str]:
+    """The jobs a slurmctld killed by `fault` had not saved: slurmctld saves a change at most 5 s
+    after its last save, batched, and one killed with -9 sooner recovers the state before it
+    (Slurm's FAQ: a crash loses what was not yet saved). A job whose end it had logged
+    ("_job_complete: JobId=N done") comes back as running, then is requeued or cancelled when its
+    node does not show it; a job submitted since the save is not recovered at all, and its node
+    reports it as an orphan ("Orphan JobId=N"), which slurmctld kills. Such a job's fate is
+    Slurm's state, not the operator's doing: counted apart."""
     if fault.kind != "kill_slurmctld" or not fault.pod:
         return set()
-    log = h.kubectl("-n", h.NS, "logs", fault.pod, "-c", "slurmctld", "--previous", check=False).stdout
-    return set(re.findall(r"_job_complete: JobId=(\d+) done", log))
+    killed = h.kubectl("-n", h.NS, "logs", fault.pod, "-c", "slurmctld", "--previous", check=False).stdout
+    restarted = h.kubectl("-n", h.NS, "logs", fault.pod, "-c", "slurmctld", check=False).stdout
+    return set(re.findall(r"_job_complete: JobId=(\d+) done", killed)) | \
+        set(re.findall(r"Orphan JobId=(\d+) ", restarted))
 
 
 def summary(records: list[dict], seed: str, bound: float, operator_replicas: int) -> dict:
