@@ -110,7 +110,8 @@ def test_prometheus_answers_with_the_clusters_state_and_the_operators_work(prome
     reconciles = wait_until("the operator's reconciles",
                             lambda: series('sum by (controller) (controller_runtime_reconcile_total)'), 60)
     assert {r["metric"]["controller"] for r in reconciles} >= {"nodeset", "controller"}, reconciles
-    assert series('sum(up) == 6'), prometheus.query("up")
+    # Two operators (the leader and its standby), the webhook, slurmctld's four endpoints.
+    assert series('sum(up) == 7'), prometheus.query("up")
     # The NodeSet as the operator counts it: 2 wanted, 2 ready, 2 idle Slurm nodes, Ready True.
     for expr in (f'tightrope_nodeset_desired_replicas{{nodeset="{NODESET}"}} == 2',
                  f'tightrope_nodeset_ready_replicas{{nodeset="{NODESET}"}} == 2',
