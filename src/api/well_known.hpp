@@ -23,7 +23,17 @@ inline constexpr std::string_view kLabelNodeSetScalingMode =
     "nodeset.slinky.slurm.net/scaling-mode";
 inline constexpr std::string_view kLabelLoginSetPodName = "loginset.slinky.slurm.net/pod-name";
 
+// A worker pod whose Slurm node is to be drained. A person may set it (Slinky's guide: removing
+// it undrains); the operator sets it with kAnnotationPodOperatorCordon for a cause of its own.
 inline constexpr std::string_view kAnnotationPodCordon = "nodeset.slinky.slurm.net/pod-cordon";
+// A health check's or automation's request that the pod's Slurm node be drained (Slinky 1.3):
+// "true", or the reason itself. The requester owns it; removing it undoes the drain.
+inline constexpr std::string_view kAnnotationPodCordonRequested =
+    "nodeset.slinky.slurm.net/pod-cordon-requested";
+// Tightrope's own: the operator set pod-cordon (a cordoned Node, a drain request, a Node
+// condition) and takes it back when the cause goes; a pod-cordon without it is a person's.
+inline constexpr std::string_view kAnnotationPodOperatorCordon =
+    "tightrope.slurm.net/operator-cordon";
 // Tightrope's own: an administrator's request (kubectl slurm drain) that the operator drain this
 // worker pod's Slurm node, with the reason; removing it undoes the drain.
 inline constexpr std::string_view kAnnotationPodDrainReason = "tightrope.slurm.net/drain-reason";

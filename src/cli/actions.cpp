@@ -184,11 +184,26 @@ ActionResult undrain(kube::Client& kube, const ClusterView& view, const std::str
       return fail("Slurm node " + host + " is drained because Node " + name_of(*node) +
                   " is cordoned: kubectl slurm uncordon " + name_of(*node));
     }
+    const std::string requested = annotation(*pod, std::string(api::kAnnotationPodCordonRequested));
+    if (!requested.empty() && requested != "false") {
+      return fail("Slurm node " + host + " is drained because pod " + name_of(*pod) + " has " +
+                  std::string(api::kAnnotationPodCordonRequested) + "=" + requested +
+                  " (a health check's request): kubectl annotate pod -n " + view.namespace_name +
+                  " " + name_of(*pod) + " " + std::string(api::kAnnotationPodCordonRequested) +
+                  "-");
+    }
+    // What a person asked for on the pod: kubectl slurm drain's request, a pod-cordon by hand
+    // (one without the operator's mark). The operator takes its own mark back by itself.
+    json requests = json::object();
     if (!annotation(*pod, std::string(api::kAnnotationPodDrainReason)).empty()) {
-      const json patch = {{"metadata",
-                           {{"annotations",
-                             {{std::string(api::kAnnotationPodDrainReason), nullptr},
-                              {std::string(api::kAnnotationPodCordon), nullptr}}}}}};
+      requests[std::string(api::kAnnotationPodDrainReason)] = nullptr;
+    }
+    if (annotation(*pod, std::string(api::kAnnotationPodCordon)) == "true" &&
+        annotation(*pod, std::string(api::kAnnotationPodOperatorCordon)) != "true") {
+      requests[std::string(api::kAnnotationPodCordon)] = nullptr;
+    }
+    if (!requests.empty()) {
+      const json patch = {{"metadata", {{"annotations", requests}}}};
       if (auto done = kube.patch(kube::resources::pods(), view.namespace_name, name_of(*pod),
                                  kube::PatchType::kMerge, patch);
           !done) {

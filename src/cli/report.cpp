@@ -140,10 +140,12 @@ json pod_json(const json& pod) {
   if (!waiting.empty()) {
     out["waiting"] = waiting;
   }
-  for (const char* a : {"nodeset.slinky.slurm.net/pod-cordon", "tightrope.slurm.net/drain-reason",
-                        "nodeset.slinky.slurm.net/pod-deadline"}) {
-    if (const std::string v = annotation(pod, a); !v.empty()) {
-      out["annotations"][a] = v;
+  // Who holds a drain, and what the operator keeps on the pod (docs/operator.md).
+  for (const std::string_view a : {api::kAnnotationPodCordon, api::kAnnotationPodOperatorCordon,
+                                   api::kAnnotationPodCordonRequested,
+                                   api::kAnnotationPodDrainReason, api::kAnnotationPodDeadline}) {
+    if (const std::string v = annotation(pod, std::string(a)); !v.empty()) {
+      out["annotations"][std::string(a)] = v;
     }
   }
   if (label(pod, std::string(api::kLabelNodeSetPodProtect)) == "true") {

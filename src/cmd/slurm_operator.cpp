@@ -44,8 +44,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string propagated;
   app.add_option("--propagated-node-conditions", propagated,
-                 "Kubernetes Node condition types, comma-separated, that drain the Slurm nodes "
-                 "of the Node's pods while True, their reason and message the drain reason");
+                 "Kubernetes Node condition types, comma-separated, whose reason and message "
+                 "(while True) are the drain reason of a cordoned Node's Slurm nodes");
+  app.add_flag("--drain-on-node-conditions", options.drain_on_node_conditions,
+               "a True --propagated-node-conditions condition drains the Node's Slurm nodes "
+               "without a cordon, and its end undoes the drain");
   for (auto& [name, count] : workers) {
     app.add_option("--" + name + "-workers", count,
                    "concurrent reconciles of the " + name + " controller")

@@ -336,6 +336,7 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.controller = controller_of(cache_, ns, ns_ref.spec.controller_ref.name);
   world.mirror_slurm_drains = runtime_.options().mirror_slurm_drains;
   world.propagated_node_conditions = runtime_.options().propagated_node_conditions;
+  world.drain_on_node_conditions = runtime_.options().drain_on_node_conditions;
 
   for (const auto& r : cache_.by_index(kube::resources::controller_revisions(), cache_index::kOwner,
                                        ns_ref.metadata.uid)) {

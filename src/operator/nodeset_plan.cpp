@@ -322,13 +322,24 @@ struct Planner {
           "Deleted pod " + w.name + " at once, to run it on another Node: " + lost}});
     deleted.insert(w.name);
   }
+  // The operator's pod-cordon, with the mark that makes it the operator's to take back. A
+  // person's pod-cordon (no mark) is neither marked nor removed.
   void set_pod_cordon(const WorkerPod& w, bool on) {
-    if (w.cordoned != on && world.expected.patches.count(w.uid) == 0) {
+    json annotations;
+    if (on && !w.cordoned) {
+      annotations = {{api::kAnnotationPodCordon, "true"},
+                     {api::kAnnotationPodOperatorCordon, "true"}};
+    } else if (!on && w.operator_cordon) {
+      annotations = {{api::kAnnotationPodCordon, nullptr},
+                     {api::kAnnotationPodOperatorCordon, nullptr}};
+    }
+    mark_pod(w, annotations);
+  }
+  void mark_pod(const WorkerPod& w, const json& annotations) {
+    if (!annotations.is_null() && world.expected.patches.count(w.uid) == 0) {
       add(PatchPod{w.name,
                    "cordon",
-                   {{"metadata",
-                     {{"annotations",
-                       {{api::kAnnotationPodCordon, on ? json("true") : json(nullptr)}}}}}},
+                   {{"metadata", {{"annotations", annotations}}}},
                    false,
                    w.uid,
                    w.resource_version},
@@ -892,36 +903,67 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   const kube::Document* kube_node = found == world.kube_nodes.end() ? nullptr : found->second.get();
   const bool cordoned =
       kube_node != nullptr && kube_node->doc.value("/spec/unschedulable"_json_pointer, false);
-  // A propagated condition drains like a cordon, and names the problem unless the cordon
-  // reason annotation does.
+  // The propagated conditions name a cordon's problem (Slinky); with drain_on_node_conditions
+  // they drain by themselves, as a cordon would.
   const std::string problems =
       kube_node != nullptr ? node_problems(kube_node->doc, world.propagated_node_conditions) : "";
+  const bool problem_drains = world.drain_on_node_conditions && !problems.empty();
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
-  // kubectl slurm drain: the administrator's reason, kept by the operator like a cordon's.
-  const bool requested = !w.drain_request.empty();
-  if ((cordoned || !problems.empty() || requested) && !admin) {
+  // A drain asked for on the pod itself: kubectl slurm drain's reason, or a health check's
+  // pod-cordon-requested ("true", or its reason). Each is kept by the operator like a cordon.
+  const bool cordon_requested = !w.cordon_request.empty();
+  const bool requested = !w.drain_request.empty() || cordon_requested;
+  // A pod-cordon set by a person (Slinky's guide) holds the drain until it is removed. One
+  // without the operator's mark whose node the operator drained for its Node's cordon
+  // ("Node (<node>) was cordoned", the text Slinky and earlier releases wrote without a mark)
+  // is the operator's: it goes with the cordon.
+  const bool legacy = w.cordoned && !w.operator_cordon && node.drain() &&
+                      node.reason.starts_with(with_operator_prefix("Node (" + w.kube_node + ")"));
+  const bool by_hand = w.cordoned && !w.operator_cordon && !legacy;
+  if (legacy) {
+    mark_pod(w, {{api::kAnnotationPodOperatorCordon, "true"}});
+  }
+  if ((cordoned || problem_drains || requested || by_hand) && !admin) {
     const bool named = kube_node != nullptr &&
                        !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
-    const std::string reason =
-        !problems.empty() && !(cordoned && named) ? with_operator_prefix(problems)
-        : cordoned                                ? cordon_reason(kube_node->doc, key)
-                   : with_operator_prefix(without_controls(w.drain_request, 256));
+    const std::string pod_words = w.hostname + " (pod " + w.name + ")";
+    // Slinky's order for a cordon: the Node's annotation, its problems, a default. A person's
+    // pod-cordon names itself, so that its drain outlives the cordon.
+    std::string reason;
+    NodeSetEvent event{false, "", ""};
+    if (by_hand) {
+      reason = with_operator_prefix("Pod (" + key + ") was cordoned");
+      event = {false, "PodCordon",
+               "Drained " + pod_words + ": the pod is annotated " +
+                   std::string(api::kAnnotationPodCordon) + "=true"};
+    } else if (cordoned) {
+      reason = !named && !problems.empty() ? with_operator_prefix(problems)
+                                           : cordon_reason(kube_node->doc, key);
+      event = {false, "NodeCordon",
+               "Kubernetes node " + w.kube_node + " is cordoned: drained " + pod_words};
+    } else if (problem_drains) {
+      reason = with_operator_prefix(problems);
+      event = {
+          false, "NodeProblem",
+          "Kubernetes node " + w.kube_node + " reports " + problems + ": drained " + pod_words};
+    } else if (cordon_requested) {
+      const bool plain = w.cordon_request == "true" || w.cordon_request == "True";
+      reason = with_operator_prefix(plain ? "Pod (" + key + ") cordon was requested"
+                                          : without_controls(w.cordon_request, 256));
+      event = {false, "CordonRequested",
+               "Drained " + pod_words + " as " + std::string(api::kAnnotationPodCordonRequested) +
+                   " asks" + (plain ? "" : ": " + without_controls(w.cordon_request, 256))};
+    } else {
+      reason = with_operator_prefix(without_controls(w.drain_request, 256));
+      event = {false, "DrainRequested",
+               "Drained " + pod_words + " as asked: " + without_controls(w.drain_request, 256)};
+    }
     if (!node.drain() || node.reason != reason) {
       add(DrainSlurmNode{w.hostname, reason, node.reason}, w.name, FailureEffect::kDeletionBlocked,
-          "SlurmUpdateFailed",
-          {{false,
-            cordoned            ? "NodeCordon"
-            : !problems.empty() ? "NodeProblem"
-                                : "DrainRequested",
-            cordoned || !problems.empty()
-                ? "Kubernetes node " + w.kube_node +
-                      (cordoned ? " is cordoned" : " reports " + problems) + ": drained " +
-                      w.hostname + " (pod " + w.name + ")"
-                : "Drained " + w.hostname + " (pod " + w.name +
-                      ") as asked: " + without_controls(w.drain_request, 256)}});
+          "SlurmUpdateFailed", {event});
     }
     set_pod_cordon(w, true);
-  } else if (!cordoned && problems.empty() && !requested) {
+  } else if (!cordoned && !problem_drains && !requested && !by_hand) {
     if (node.drain() && operator_reason(node.reason)) {
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
@@ -944,7 +986,9 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
             "Resumed " + w.hostname + " (pod " + w.name + "): Slurm set it DOWN (" + node.reason +
                 ") before this pod was created, and this pod's slurmd has registered"}});
     }
-    set_pod_cordon(w, false);
+    if (!legacy) {
+      set_pod_cordon(w, false);
+    }
   }
   if (kube_node != nullptr && world.mirror_slurm_drains != OperatorOptions::DrainMirror::kNone) {
     for (auto& patch : mirror_admin_drain(

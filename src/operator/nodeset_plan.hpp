@@ -44,7 +44,10 @@ struct WorkerPod {
   std::string created;
   std::string resource_version;  // as the cache has it
   bool terminating = false;
-  bool cordoned = false;  // annotation pod-cordon=true
+  bool cordoned = false;         // annotation pod-cordon=true
+  bool operator_cordon = false;  // annotation operator-cordon=true: the operator set pod-cordon
+  // A drain asked for with pod-cordon-requested: "true", or its reason; "" if none ("false").
+  std::string cordon_request;
   // An administrator asked for its Slurm node to be drained (annotation drain-reason), "" if not.
   std::string drain_request;
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.
@@ -265,6 +268,7 @@ struct NodeSetWorld {
   SlurmView slurm;
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
   std::vector<std::string> propagated_node_conditions;  // OperatorOptions
+  bool drain_on_node_conditions = false;                // OperatorOptions
   slurm::Time now;
   // Set while the NodeSet is being deleted: its metadata.deletionTimestamp.
   std::optional<slurm::Time> deleting_since;

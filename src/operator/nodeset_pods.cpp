@@ -57,6 +57,11 @@ WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod) {
     w.ready_since = ready->last_transition;
   }
   w.cordoned = annotation(api::kAnnotationPodCordon) == "true";
+  w.operator_cordon = annotation(api::kAnnotationPodOperatorCordon) == "true";
+  if (std::string request = annotation(api::kAnnotationPodCordonRequested);
+      request != "false" && request != "False") {
+    w.cordon_request = std::move(request);
+  }
   w.drain_request = annotation(api::kAnnotationPodDrainReason);
   w.protect_label = label(api::kLabelNodeSetPodProtect) == "true";
   w.deadline_annotation = annotation(api::kAnnotationPodDeadline);

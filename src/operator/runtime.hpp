@@ -32,10 +32,12 @@ struct OperatorOptions {
   // NoSchedule taint (kTaint), so that nothing new lands on a node Slurm took out.
   enum class DrainMirror { kNone, kCondition, kTaint };
   DrainMirror mirror_slurm_drains = DrainMirror::kNone;
-  // Kubernetes Node condition types (a node problem detector's GPUProblem, ...) that drain the
-  // Slurm nodes of the Node's pods while True, with "(<reason>: <message>)" as the drain reason,
-  // and undrain them when they clear.
+  // Kubernetes Node condition types (a node problem detector's GPUProblem, ...) whose
+  // "(<reason>: <message>)", while True, is the drain reason of a cordoned Node's Slurm nodes
+  // (Slinky's meaning). With drain_on_node_conditions they drain those nodes by themselves, and
+  // the drain is undone when they clear.
   std::vector<std::string> propagated_node_conditions;
+  bool drain_on_node_conditions = false;
   // The longest wait between retries of a failing reconcile.
   std::chrono::seconds max_retry_delay{60};
 };

@@ -9,6 +9,7 @@ with a bounded loop and, when it gives up, prints what the cluster showed last.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
@@ -182,6 +183,121 @@ def test_cordon_drains_in_slurm_and_shows_on_the_pods():
     wait_until("the drain to lift after uncordon", undrained, 60, cluster_state)
 
 
+# Slinky's user guide (docs/usage/nodeset-operations.md) and 1.3's release notes: each
+# documented operation with the guide's own commands, as a site's runbook types them.
+POD_CORDON = "nodeset.slinky.slurm.net/pod-cordon"
+
+
+def jsonpath(kind: str, name: str, path: str) -> str:
+    return kubectl("-n", NS, "get", kind, name, "-o", f"jsonpath={path}").stdout
+
+
+def slurm_reason(host: str) -> str:
+    out = slurm("scontrol", "show", "node", host)
+    return out.split("Reason=", 1)[1].split(" [", 1)[0].strip() if "Reason=" in out else ""
+
+
+def two_idle_workers():
+    return sorted(node_states().items()) == [(f"{HOST}0", "idle"), (f"{HOST}1", "idle")]
+
+
+def drain_status(pod: str) -> str:
+    return jsonpath("pod", pod, '{.status.conditions[?(@.type=="SlurmNodeStateDrain")].status}')
+
+
+def test_guide_querying_slurm_state_from_kubernetes():
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=2")
+    wait_until("2 idle workers", two_idle_workers, 300, cluster_state)
+    pod = f"{NODESET}-0"
+    wait_until("the pod to show its node idle", lambda: jsonpath(
+        "pod", pod, '{.status.conditions[?(@.type=="SlurmNodeStateIdle")].status}') == "True", 60, cluster_state)
+    busy = jsonpath("pod", pod, '{range .status.conditions[?(@.status=="True")]}{.type}{"\\n"}{end}')
+    assert not any(t in busy for t in ("SlurmNodeStateAllocated", "SlurmNodeStateMixed",
+                                       "SlurmNodeStateCompleting")), busy
+
+
+def test_guide_cordoning_pods():
+    pod = f"{NODESET}-0"
+    kubectl("-n", NS, "annotate", "pod", pod, f"{POD_CORDON}=true")
+    wait_until("the drain to show on the pod", lambda: drain_status(pod) == "True", 60, cluster_state)
+    message = jsonpath("pod", pod, '{.status.conditions[?(@.type=="SlurmNodeStateDrain")].message}')
+    assert message == f"slurm-operator: Pod ({NS}/{pod}) was cordoned", message
+    time.sleep(5)  # a reconcile or two later the person's annotation is still there
+    assert get("pod", pod)["metadata"]["annotations"].get(POD_CORDON) == "true"
+    kubectl("-n", NS, "annotate", "pod", pod, f"{POD_CORDON}-")
+    wait_until("the drain to lift", lambda: drain_status(pod) in ("", "False") and two_idle_workers(), 60,
+               cluster_state)
+
+
+def test_guide_a_health_check_requests_a_drain():
+    pod = f"{NODESET}-1"
+    kubectl("-n", NS, "annotate", "pod", pod, "nodeset.slinky.slurm.net/pod-cordon-requested=true")
+    wait_until("the requested drain", lambda: slurm_reason(f"{HOST}1") ==
+               f"slurm-operator: Pod ({NS}/{pod}) cordon was requested", 60, cluster_state)
+    kubectl("-n", NS, "annotate", "pod", pod, "nodeset.slinky.slurm.net/pod-cordon-requested-")
+    wait_until("the drain to lift", two_idle_workers, 60, cluster_state)
+
+
+def test_guide_override_with_node_annotation():
+    node = ENV["TESTBED_NODE"]
+    kubectl("annotate", "node", node, "nodeset.slinky.slurm.net/node-cordon-reason=GPU ECC error detected")
+    kubectl("cordon", node)
+    try:
+        wait_until("the node's reason in Slurm", lambda: slurm_reason(f"{HOST}0") ==
+                   "slurm-operator: GPU ECC error detected", 60, cluster_state)
+    finally:
+        kubectl("uncordon", node)
+        kubectl("annotate", "node", node, "nodeset.slinky.slurm.net/node-cordon-reason-")
+    wait_until("the drain to lift", two_idle_workers, 60, cluster_state)
+
+
+def test_guide_external_drain_preservation():
+    """An administrator's drain, the Node cordoned a moment later: neither the cordon nor the
+    uncordon touches it."""
+    node = ENV["TESTBED_NODE"]
+    slurm("scontrol", "update", f"nodename={HOST}1", "state=drain", "reason=admin maintenance")
+    kubectl("cordon", node)
+    try:
+        wait_until("the other node drained for the cordon", lambda: slurm_reason(f"{HOST}0").startswith(
+            "slurm-operator: Node ("), 60, cluster_state)
+        assert slurm_reason(f"{HOST}1") == "admin maintenance"
+    finally:
+        kubectl("uncordon", node)
+    wait_until("the cordon's drain to lift", lambda: node_states().get(f"{HOST}0") == "idle", 60, cluster_state)
+    assert node_states().get(f"{HOST}1") == "drain" and slurm_reason(f"{HOST}1") == "admin maintenance"
+    slurm("scontrol", "update", f"nodename={HOST}1", "state=resume")
+    wait_until("2 idle workers", two_idle_workers, 60, cluster_state)
+
+
+def test_guide_node_features_become_constraints():
+    node = ENV["TESTBED_NODE"]
+    kubectl("annotate", "node", node, "features.slinky.slurm.net/spec=switch-a")
+    try:
+        wait_until("the feature in Slurm", lambda: "k8s/switch-a" in slurm("scontrol", "show", "node", f"{HOST}0"),
+                   60, cluster_state)
+        job = submit("--constraint=k8s/switch-a", "--wrap", "true")
+        wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 60, cluster_state)
+    finally:
+        kubectl("annotate", "node", node, "features.slinky.slurm.net/spec-")
+    wait_until("the feature gone", lambda: "k8s/switch-a" not in slurm("scontrol", "show", "node", f"{HOST}0"),
+               60, cluster_state)
+
+
+def test_guide_workload_disruption_protection_and_pod_deletion_cost():
+    busy_pod = f"{NODESET}-1"
+    job = submit("-w", f"{HOST}1", "--time=2", "--wrap", "sleep 600")
+    protect = r"{.metadata.labels.nodeset\.slinky\.slurm\.net/pod-protect}"
+    wait_until("the busy pod protected", lambda: jsonpath("pod", busy_pod, protect) == "true", 60, cluster_state)
+    slurm("scancel", job)
+    wait_until("the idle pod unprotected", lambda: jsonpath("pod", busy_pod, protect) == "", 60, cluster_state)
+    # Slinky's order would take the higher ordinal; a lower deletion cost goes first.
+    kubectl("-n", NS, "annotate", "pod", f"{NODESET}-0", "nodeset.slinky.slurm.net/pod-deletion-cost=-100")
+    kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
+    wait_until("the cheaper pod to go", lambda: [p["spec"]["hostname"] for p in workers()] == [f"{HOST}1"], 120,
+               cluster_state)
+    wait_until("1 idle worker", lambda: list(node_states().values()) == ["idle"], 60, cluster_state)
+
+
 def test_a_missing_image_is_reported_and_disturbs_nothing():
     bad = "slurm-worker-badimage"
     nodeset = get("nodeset", NODESET)
@@ -254,7 +370,8 @@ def test_a_gpu_nodeset_registers_the_gpus_its_pods_get(tmp_path):
                       "sh", "-c", "ls /dev/nvidia*").stdout.split()
     assert devices == [f"/dev/nvidia{i}" for i in range(4)], devices
     # The CPU NodeSet's node offers no GPU.
-    assert "gpu:" not in slurm("scontrol", "show", "node", f"{HOST}0", "-o", check=False)
+    (cpu,) = [p["spec"]["hostname"] for p in workers() if p["spec"]["hostname"].startswith(HOST)]
+    assert "gpu:" not in slurm("scontrol", "show", "node", cpu, "-o")
 
 
 def test_a_job_gets_the_gpus_it_asks_for_and_dcgm_sees_whose_they_are():

@@ -15,6 +15,7 @@
 
 #include "../kube/kube_support.hpp"
 #include "../operator/operator_support.hpp"
+#include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "nodeset/nodeset_support.hpp"
 #include "nodeset/pod_runner.hpp"
@@ -149,6 +150,26 @@ class NodeSetTest : public ::testing::Test {
       return "";
     }
     return pods().front()["spec"].value("nodeName", "");
+  }
+
+  void cordon(const std::string& kube_node, bool on) {
+    ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+                               {{"spec", {{"unschedulable", on ? json(true) : json(nullptr)}}}}));
+  }
+
+  // Two more reconciles of the NodeSet controller, so that one began after a change.
+  bool reconciled_twice() {
+    const int64_t before = op_->reconciles("nodeset");
+    return eventually([&] { return op_->reconciles("nodeset") >= before + 2; }, kConverge);
+  }
+
+  // The pod's annotation `key`, "" when absent.
+  std::string pod_annotation(const std::string& pod, std::string_view key) {
+    auto got = client_->get(kube::resources::pods(), ns_, pod);
+    if (!got) {
+      return "";
+    }
+    return (*got)["metadata"].value("annotations", json::object()).value(std::string(key), "");
   }
 
   std::string nodeset_condition(const std::string& type) {
@@ -511,10 +532,6 @@ TEST_F(NodeSetTest, CordonDrainsUncordonUndrainsAndAdminDrainsStay) {
   // An administrator drains -1 in Slurm.
   ASSERT_TRUE(slurm_->drain(second, "admin: bad DIMM"));
 
-  const auto cordon = [&](const std::string& node, bool on) {
-    ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", node, kube::PatchType::kMerge,
-                               {{"spec", {{"unschedulable", on ? json(true) : json(nullptr)}}}}));
-  };
   cordon(node_of[first], true);
   ASSERT_TRUE(eventually(
       [&] {
@@ -535,19 +552,20 @@ TEST_F(NodeSetTest, CordonDrainsUncordonUndrainsAndAdminDrainsStay) {
       },
       kConverge))
       << "the drain shows on the pod";
+  ASSERT_TRUE(
+      eventually([&] { return pod_annotation(first, api::kAnnotationPodOperatorCordon) == "true"; },
+                 kConverge))
+      << "the pod is cordoned, as the operator's";
+  EXPECT_EQ(pod_annotation(first, api::kAnnotationPodCordon), "true");
   cordon(node_of[first], false);
   ASSERT_TRUE(eventually(
       [&] {
         auto node = slurm_node(first);
-        return node && !node->drain();
+        return node && !node->drain() && pod_annotation(first, api::kAnnotationPodCordon).empty() &&
+               pod_annotation(first, api::kAnnotationPodOperatorCordon).empty();
       },
       kConverge));
-  // Cordon and uncordon the admin-drained pod's node: each is reconciled (twice, so that one
-  // reconcile began after the change), and the drain stays.
-  const auto reconciled_twice = [&] {
-    const int64_t before = op_->reconciles("nodeset");
-    return eventually([&] { return op_->reconciles("nodeset") >= before + 2; }, kConverge);
-  };
+  // Cordon and uncordon the admin-drained pod's node: each is reconciled, and the drain stays.
   cordon(node_of[second], true);
   ASSERT_TRUE(reconciled_twice());
   cordon(node_of[second], false);
@@ -567,23 +585,15 @@ TEST_F(NodeSetTest, AnAdminDrainJustBeforeACordonIsNeverOverwritten) {
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
   const std::string pod = nodeset_ + "-0";
   const std::string kube_node = pods().at(0)["spec"].value("nodeName", "");
-  const auto cordon = [&](bool on) {
-    ASSERT_TRUE(client_->patch(kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
-                               {{"spec", {{"unschedulable", on ? json(true) : json(nullptr)}}}}));
-  };
-  const auto reconciled_twice = [&] {
-    const int64_t before = op_->reconciles("nodeset");
-    return eventually([&] { return op_->reconciles("nodeset") >= before + 2; }, kConverge);
-  };
   for (int round = 0; round < 3; ++round) {
     const std::string reason = "admin: maintenance " + std::to_string(round);
     ASSERT_TRUE(slurm_->drain(pod, reason));
-    cordon(true);
+    cordon(kube_node, true);
     ASSERT_TRUE(reconciled_twice());
     auto node = slurm_node(pod);
     ASSERT_TRUE(node);
     EXPECT_EQ(node->reason, reason) << "round " << round;
-    cordon(false);
+    cordon(kube_node, false);
     ASSERT_TRUE(reconciled_twice());
     node = slurm_node(pod);
     ASSERT_TRUE(node);
@@ -876,7 +886,160 @@ TEST_F(NodeSetTest, AnAdminDrainShowsOnTheKubernetesNodeWhenAskedFor) {
   EXPECT_TRUE(eventually([&] { return mirrored(false); }, kConverge));
 }
 
-TEST_F(NodeSetTest, APropagatedNodeConditionDrainsUntilItClears) {
+// Slinky's guide, "Cordoning Pods": `kubectl annotate pod <pod> pod-cordon=true` drains its
+// Slurm node, removing the annotation undrains it. A Node cordon and uncordon meanwhile leave
+// the person's request as it is.
+TEST_F(NodeSetTest, APodCordonSetByHandHoldsTheDrainUntilItIsRemoved) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().at(0)["spec"].value("nodeName", "");
+  const auto annotate = [&](const json& value) {
+    ASSERT_TRUE(
+        client_->patch(kube::resources::pods(), ns_, pod, kube::PatchType::kMerge,
+                       {{"metadata", {{"annotations", {{api::kAnnotationPodCordon, value}}}}}}));
+  };
+  const std::string reason = "slurm-operator: Pod (" + ns_ + "/" + pod + ") was cordoned";
+  const auto drained_by_hand = [&] {
+    auto node = slurm_node(pod);
+    return node && node->drain() && node->reason == reason;
+  };
+  annotate("true");
+  ASSERT_TRUE(eventually(drained_by_hand, kConverge)) << describe();
+  ASSERT_TRUE(reconciled_twice());
+  EXPECT_TRUE(drained_by_hand()) << describe();
+  EXPECT_EQ(pod_annotation(pod, api::kAnnotationPodCordon), "true");
+  EXPECT_EQ(pod_annotation(pod, api::kAnnotationPodOperatorCordon), "") << "a person's, unmarked";
+
+  cordon(kube_node, true);
+  ASSERT_TRUE(reconciled_twice());
+  cordon(kube_node, false);
+  ASSERT_TRUE(reconciled_twice());
+  EXPECT_TRUE(drained_by_hand()) << describe();
+  EXPECT_EQ(pod_annotation(pod, api::kAnnotationPodCordon), "true");
+
+  annotate(nullptr);
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && !node->drain();
+      },
+      kConverge))
+      << describe();
+}
+
+// Slinky 1.3: a health check asks for a drain with pod-cordon-requested and takes it back by
+// removing it; the operator never removes the request.
+TEST_F(NodeSetTest, APodCordonRequestDrainsUntilTheRequesterRemovesIt) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const auto request = [&](const json& value) {
+    ASSERT_TRUE(client_->patch(
+        kube::resources::pods(), ns_, pod, kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{api::kAnnotationPodCordonRequested, value}}}}}}));
+  };
+  request("[HC] GPU 3: Xid 79");
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && node->drain() && node->reason == "slurm-operator: [HC] GPU 3: Xid 79" &&
+               pod_annotation(pod, api::kAnnotationPodOperatorCordon) == "true";
+      },
+      kConverge))
+      << describe();
+  ASSERT_TRUE(reconciled_twice());
+  EXPECT_EQ(pod_annotation(pod, api::kAnnotationPodCordonRequested), "[HC] GPU 3: Xid 79");
+  request(nullptr);
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = slurm_node(pod);
+        return node && !node->drain() && pod_annotation(pod, api::kAnnotationPodCordon).empty();
+      },
+      kConverge))
+      << describe();
+}
+
+// NVIDIA NVSentinel's slinky-drainer, its calls replayed: its fault-quarantine cordons the Node;
+// the drainer then sets node-cordon-reason with a full update of the Node, lists the pods on the
+// Node by field selector, waits until every ready one shows SlurmNodeStateDrain and none of
+// Undrain, Allocated, Mixed, Completing, and deletes them with a 30 s grace period. The job on
+// the node ends first, the reason reaches Slurm although it came after the cordon, and the pod
+// comes back on another Node, undrained.
+TEST_F(NodeSetTest, NvSentinelsSlinkyDrainerWaitsForTheJobAndItsReasonReachesSlurm) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 1);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(1); }, kConverge));
+  const std::string pod = nodeset_ + "-0";
+  const std::string kube_node = pods().at(0)["spec"].value("nodeName", "");
+  const int64_t job = submit_on(pod, 20);
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "RUNNING"; }, kConverge));
+
+  cordon(kube_node, true);
+  const std::string text = "[T] [NVSentinel] 79 GPU:0 - XID error occurred";
+  // Its reconcile is retried when the update conflicts (the kubelet's heartbeats change the Node).
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto node = client_->get(kube::resources::nodes(), "", kube_node);
+        if (!node) {
+          return false;
+        }
+        (*node)["metadata"]["annotations"][std::string(api::kAnnotationNodeCordonReason)] = text;
+        return static_cast<bool>(client_->update(kube::resources::nodes(), "", *node));
+      },
+      std::chrono::seconds(30)));
+
+  const auto drained_on_node = [&] {
+    kube::ListOptions on_node;
+    on_node.field_selector = "spec.nodeName=" + kube_node;
+    auto listed = client_->list(kube::resources::pods(), ns_, on_node);
+    if (!listed) {
+      return false;
+    }
+    for (const auto& p : listed->items) {
+      if (!has_condition(p, "Ready")) {
+        continue;
+      }
+      if (!has_condition(p, "SlurmNodeStateDrain")) {
+        return false;
+      }
+      for (const char* busy : {"SlurmNodeStateUndrain", "SlurmNodeStateAllocated",
+                               "SlurmNodeStateMixed", "SlurmNodeStateCompleting"}) {
+        if (has_condition(p, busy)) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  ASSERT_TRUE(eventually(drained_on_node, std::chrono::seconds(90))) << describe();
+  EXPECT_EQ(job_state(job), "COMPLETED") << "the drainer waited for the job";
+  auto drained = slurm_node(pod);
+  ASSERT_TRUE(drained);
+  EXPECT_EQ(drained->reason, "slurm-operator: " + text);
+
+  const std::string uid = uid_of(pod);
+  kube::DeleteOptions grace;
+  grace.grace_period_seconds = 30;
+  ASSERT_TRUE(client_->remove(kube::resources::pods(), ns_, pod, grace));
+  EXPECT_TRUE(eventually(
+      [&] {
+        const std::string now_uid = uid_of(pod);
+        return !now_uid.empty() && now_uid != uid && all_ready_and_idle(1) &&
+               pods().at(0)["spec"].value("nodeName", "") != kube_node;
+      },
+      kConverge))
+      << describe();
+
+  // Repaired: the Node is uncordoned, the drainer removes its reason.
+  cordon(kube_node, false);
+  ASSERT_TRUE(client_->patch(
+      kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+      {{"metadata", {{"annotations", {{api::kAnnotationNodeCordonReason, nullptr}}}}}}));
+}
+
+// Slinky's meaning: a propagated condition names the drain of a cordon. Tightrope's opt-in
+// (--drain-on-node-conditions): the condition drains by itself until it clears.
+TEST_F(NodeSetTest, APropagatedNodeConditionNamesACordonAndDrainsAloneWhenAsked) {
   const std::string kube_node =
       one_worker_under({"--propagated-node-conditions", "CPUProblem,GPUProblem"});
   ASSERT_FALSE(kube_node.empty()) << "no worker Ready and idle";
@@ -888,29 +1051,39 @@ TEST_F(NodeSetTest, APropagatedNodeConditionDrainsUntilItClears) {
                        {{"status", {{"conditions", json::array({condition})}}}}, "status");
     ASSERT_TRUE(patched) << patched.error().message;
   };
+  const auto drained_for_xid = [&] {
+    auto node = slurm_node(pod);
+    return node && node->drain() && node->reason == "slurm-operator: (GpuXid: Xid 79 on GPU 3)";
+  };
+  const auto undrained = [&] {
+    auto node = slurm_node(pod);
+    return node && !node->drain();
+  };
   report({{"type", "GPUProblem"},
           {"status", "True"},
           {"reason", "GpuXid"},
           {"message", "Xid 79 on GPU 3"},
           {"lastTransitionTime", "2026-12-03T12:00:00Z"}});
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto node = slurm_node(pod);
-        return node && node->drain() && node->reason == "slurm-operator: (GpuXid: Xid 79 on GPU 3)";
-      },
-      kConverge))
+  ASSERT_TRUE(reconciled_twice());
+  EXPECT_TRUE(undrained()) << "a condition alone drains only when asked";
+  cordon(kube_node, true);
+  EXPECT_TRUE(eventually(drained_for_xid, kConverge))
+      << (slurm_node(pod) ? slurm_node(pod)->reason : "no node");
+  cordon(kube_node, false);
+  EXPECT_TRUE(eventually(undrained, kConverge));
+
+  op_ = std::make_unique<OperatorProcess>(
+      ns_, std::vector<std::string>{"--propagated-node-conditions", "CPUProblem,GPUProblem",
+                                    "--drain-on-node-conditions"});
+  op_->start();
+  EXPECT_TRUE(eventually(drained_for_xid, kConverge))
       << (slurm_node(pod) ? slurm_node(pod)->reason : "no node");
   report({{"type", "GPUProblem"},
           {"status", "False"},
           {"reason", "GpuOk"},
           {"message", ""},
           {"lastTransitionTime", "2026-12-03T12:05:00Z"}});
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto node = slurm_node(pod);
-        return node && !node->drain();
-      },
-      kConverge));
+  EXPECT_TRUE(eventually(undrained, kConverge));
   report({{"type", "GPUProblem"}, {"$patch", "delete"}});
 }
 

@@ -613,6 +613,7 @@ def check_operator_slinky_values(failures):
         want(f"--{kind}-workers={op[kind + 'Workers']}" in args, f"operator.{kind}Workers, args {args}")
     want(not any("slurmclient" in a for a in args), "operator.slurmclientWorkers: no flag")
     want("--propagated-node-conditions=KubeletUnhealthy" in args, f"propagatedNodeConditions, args {args}")
+    want("--drain-on-node-conditions" not in args, "propagatedNodeConditions name a cordon's drain, as Slinky's")
     for arg, key in (("--log-level=debug", "logLevel 3 (zap: more verbose than info)"),
                      ("--health-addr=:9081", "healthPort"), ("--metrics-addr=:9080", "metricsPort"),
                      ("--leader-elect", "leaderElection"), ("--namespaces=slurm,hpc", "namespaces")):
@@ -727,6 +728,8 @@ def check_operator_precedence(failures):
     want(("Role", f"{op}-leader-election") not in o, "operator.leaderElection: false: no Lease role")
     want.equal(objs("--set", "operator.replicas=0")[("Deployment", op)]["spec"]["replicas"], 0,
                "operator.replicas: 0 is a value, not unset")
+    want("--drain-on-node-conditions" in container_of(objs("--set", "operator.drainOnNodeConditions=true"), op)
+         .get("args", []), "operator.drainOnNodeConditions")
     o = objs("--set", "nodeSelector.zone=a", "--set", "operator.nodeSelector.role=ops")
     want.equal(pod_of(o, op).get("nodeSelector"), {"role": "ops"}, "operator.nodeSelector over nodeSelector")
     want.equal(pod_of(o, hook).get("nodeSelector"), {"zone": "a"}, "nodeSelector for the webhook")

@@ -373,6 +373,135 @@ TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
   EXPECT_EQ(undrains[0].node, "cpu-0");
 }
 
+const std::string kPodCordon(api::kAnnotationPodCordon);
+const std::string kOperatorCordon(api::kAnnotationPodOperatorCordon);
+
+std::vector<PatchPod> cordon_patches(const NodeSetPlan& plan) {
+  std::vector<PatchPod> out;
+  for (auto& p : all_of<PatchPod>(plan)) {
+    if (p.what == "cordon") {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// Nothing drained, undrained or cordoned.
+bool no_drain_writes(const NodeSetPlan& plan) {
+  return all_of<DrainSlurmNode>(plan).empty() && all_of<UndrainSlurmNode>(plan).empty() &&
+         cordon_patches(plan).empty();
+}
+
+TEST(NodeSetPlan, TheOperatorsPodCordonIsMarkedAndGoesWithTheCordon) {
+  Bed bed(1, 1);
+  auto cordoned = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  cordoned->doc["spec"]["unschedulable"] = true;
+  bed.world.kube_nodes["k8s-0"] = cordoned;
+  auto patches = cordon_patches(bed.plan());
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
+            json({{kPodCordon, "true"}, {kOperatorCordon, "true"}}));
+
+  bed.world.pods[0].cordoned = true;
+  bed.world.pods[0].operator_cordon = true;
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason =
+      "slurm-operator: Node (k8s-0) was cordoned, Pod (hpc/cpu-0) must be cordoned";
+  auto uncordoned = std::make_shared<kube::Document>(*cordoned);
+  uncordoned->doc["spec"]["unschedulable"] = false;
+  bed.world.kube_nodes["k8s-0"] = uncordoned;
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  patches = cordon_patches(plan);
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
+            json({{kPodCordon, nullptr}, {kOperatorCordon, nullptr}}));
+}
+
+TEST(NodeSetPlan, APersonsPodCordonDrainsUntilItIsRemovedWhateverTheNodeDoes) {
+  Bed bed(1, 1);
+  bed.world.pods[0].cordoned = true;  // kubectl annotate pod cpu-0 pod-cordon=true
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: Pod (hpc/cpu-0) was cordoned");
+  EXPECT_TRUE(cordon_patches(plan).empty()) << "neither marked nor removed";
+  const Action* a = action_for(plan, "cpu-0");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->events.size(), 1U);
+  EXPECT_EQ(a->events[0].reason, "PodCordon");
+
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = drains[0].reason;
+  EXPECT_TRUE(no_drain_writes(bed.plan()));
+  // Its Node cordoned, then uncordoned: the person's drain and annotation stay.
+  auto cordoned = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  cordoned->doc["spec"]["unschedulable"] = true;
+  bed.world.kube_nodes["k8s-0"] = cordoned;
+  EXPECT_TRUE(no_drain_writes(bed.plan()));
+  auto uncordoned = std::make_shared<kube::Document>(*cordoned);
+  uncordoned->doc["spec"]["unschedulable"] = false;
+  bed.world.kube_nodes["k8s-0"] = uncordoned;
+  EXPECT_TRUE(no_drain_writes(bed.plan()));
+
+  // kubectl annotate pod cpu-0 pod-cordon-: undrained.
+  bed.world.pods[0].cordoned = false;
+  plan = bed.plan();
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  EXPECT_TRUE(cordon_patches(plan).empty());
+}
+
+TEST(NodeSetPlan, APodCordonRequestDrainsUntilTheRequesterTakesItBack) {
+  Bed bed(1, 1);
+  bed.world.pods[0].cordon_request = "true";
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: Pod (hpc/cpu-0) cordon was requested");
+  const Action* a = action_for(plan, "cpu-0");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->events.size(), 1U);
+  EXPECT_EQ(a->events[0].reason, "CordonRequested");
+  auto patches = cordon_patches(plan);
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
+            json({{kPodCordon, "true"}, {kOperatorCordon, "true"}}))
+      << "the request itself is the requester's: never removed";
+
+  // A reason in the request is the drain's reason.
+  bed.world.pods[0].cordon_request = "[HC] GPU 3: Xid 79";
+  drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: [HC] GPU 3: Xid 79");
+
+  // Taken back: undrained, the operator's pod-cordon goes.
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = drains[0].reason;
+  bed.world.pods[0].cordoned = true;
+  bed.world.pods[0].operator_cordon = true;
+  bed.world.pods[0].cordon_request.clear();
+  plan = bed.plan();
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  patches = cordon_patches(plan);
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
+            json({{kPodCordon, nullptr}, {kOperatorCordon, nullptr}}));
+}
+
+TEST(NodeSetPlan, AnUnmarkedPodCordonOfAnEarlierNodeCordonIsTakenAsTheOperators) {
+  // A pod Slinky's operator (or an earlier Tightrope) cordoned for its Node's cordon.
+  Bed bed(1, 1);
+  bed.world.pods[0].cordoned = true;
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason =
+      "slurm-operator: Node (k8s-0) was cordoned, Pod (hpc/cpu-0) must be cordoned";
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  const auto patches = cordon_patches(plan);
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"], json({{kOperatorCordon, "true"}}));
+}
+
 // Node k8s-<i> as the node lifecycle controller leaves it once the kubelet stops reporting.
 void silence_kubelet(Bed& bed, const std::string& kube_node) {
   auto silent = std::make_shared<kube::Document>(*bed.world.kube_nodes[kube_node]);
@@ -517,6 +646,7 @@ TEST(NodeSetPlan, ADrainRequestOnAPodDrainsWithItsReasonAndItsRemovalUndrains) {
   bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
   bed.nodes["cpu-0"].reason = drains[0].reason;
   bed.world.pods[0].cordoned = true;
+  bed.world.pods[0].operator_cordon = true;
   EXPECT_TRUE(all_of<DrainSlurmNode>(bed.plan()).empty());
 
   // The request withdrawn: the operator's drain is undone.
@@ -601,6 +731,7 @@ TEST(NodeSetPlan, ADrainRequestNeverOverwritesAnAdministratorsDrain) {
 TEST(NodeSetPlan, APropagatedNodeConditionDrainsWithItsReasonAndUndrainsWhenItClears) {
   Bed bed(1, 1);
   bed.world.propagated_node_conditions = {"CPUProblem", "GPUProblem"};
+  bed.world.drain_on_node_conditions = true;
   auto troubled = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
   troubled->doc["status"]["conditions"] = json::parse(R"([
       {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok"},
@@ -643,6 +774,22 @@ TEST(NodeSetPlan, APropagatedNodeConditionDrainsWithItsReasonAndUndrainsWhenItCl
   bed.nodes["cpu-0"].state = {"IDLE"};
   bed.nodes["cpu-0"].reason.clear();
   EXPECT_TRUE(all_of<DrainSlurmNode>(bed.plan()).empty());
+}
+
+TEST(NodeSetPlan, APropagatedNodeConditionNamesTheDrainOfACordonAsInSlinky) {
+  Bed bed(1, 1);
+  bed.world.propagated_node_conditions = {"GPUProblem"};
+  auto troubled = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  troubled->doc["status"]["conditions"] = json::parse(R"([
+      {"type": "GPUProblem", "status": "True", "reason": "GpuXid", "message": "Xid 79"}])");
+  bed.world.kube_nodes["k8s-0"] = troubled;
+  EXPECT_TRUE(bed.plan().actions.empty()) << "the condition alone drains nothing";
+  auto cordoned = std::make_shared<kube::Document>(*troubled);
+  cordoned->doc["spec"]["unschedulable"] = true;
+  bed.world.kube_nodes["k8s-0"] = cordoned;
+  const auto drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: (GpuXid: Xid 79)");
 }
 
 TEST(NodeSetPlan, AnAdministratorsDrainIsNeverUndone) {

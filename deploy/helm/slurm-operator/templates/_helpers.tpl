@@ -291,9 +291,9 @@ operator: [enabled, replicas, leaderElection, image, imagePullPolicy, serviceAcc
            affinity, tolerations, topologySpreadConstraints, podSecurityContext, securityContext,
            pdb, logLevel, logFormat, namespaces, workers, accountingWorkers, controllerWorkers,
            loginsetWorkers, nodesetWorkers, restapiWorkers, tokenWorkers, slurmclientWorkers,
-           slurmCheckPeriod, mirrorSlurmDrains, kubeApiQps, kubeApiBurst, slurmrestdUrl,
-           metricsPort, serviceMonitor, healthPort, metricsSecure, profile, profileAddr, extraArgs,
-           resources]
+           slurmCheckPeriod, mirrorSlurmDrains, drainOnNodeConditions, kubeApiQps, kubeApiBurst,
+           slurmrestdUrl, metricsPort, serviceMonitor, healthPort, metricsSecure, profile,
+           profileAddr, extraArgs, resources]
 webhook: [enabled, replicas, image, imagePullPolicy, serviceAccount, logLevel, logFormat, port,
           serverPort, failurePolicy, timeoutSeconds, excludeNamespaces, namespaces, validating,
           podsBinding, mutating, healthPort, metricsPort, metricsSecure, leaderElection,
