@@ -63,6 +63,7 @@ INVALID = [
     ("slurm-operator", ["--set", "webhook.validating.failurePolicy=Sometimes"],
      "webhook/validating/failurePolicy"),
     ("slurm-operator", ["--set", "certManager.enabled=yes"], "certManager/enabled"),
+    ("slurm-operator", ["--set-string", "operator.metricsPort=08080"], "operator/metricsPort"),
     ("slurm", ["--set", "nodesets.slinky.replicas=-2"], "nodesets/slinky/replicas"),
     ("slurm", ["--set", "imagePullPolicy=Sometimes"], "imagePullPolicy"),
     ("slurm", ["--set", "controller.persistence.enabled=yes"], "controller/persistence/enabled"),
@@ -94,6 +95,26 @@ REFUSED = [
      "operator.metricsSecure needs operator.metricsPort"),
     ("slurm-operator", ["--set", "certManager.enabled=true", "--set", "webhook.certificate.cert=x"],
      "webhook.certificate and certManager.enabled"),
+    ("slurm-operator", ["--set", "webhook.metricsSecure=true", "--set", "webhook.metricsPort=0"],
+     "webhook.metricsSecure needs webhook.metricsPort"),
+    ("slurm-operator", ["--set-string", "operator.image="], "operator.image: an image is required"),
+    ("slurm-operator", ["--set", "operator.image.repository=null", "--set", "operator.image.tag=1.2.3"],
+     "operator.image.repository: an image repository is required"),
+    ("slurm-operator", ["--set-string", "webhook.image.repository="],
+     "webhook.image.repository: an image repository is required"),
+    ("slurm", ["--set-string", "controller.slurmctld.image="],
+     "controller.slurmctld.image: an image is required"),
+    ("slurm", ["--set", "controller.slurmctld.image.repository=null"],
+     "controller.slurmctld.image.repository: an image repository is required"),
+    ("slurm", ["--set", "controller.slurmctld.image.tag=null"],
+     "controller.slurmctld.image.tag: an image tag (or a digest) is required"),
+    ("slurm", ["--set", "nodesets.gpu.replicas=1", "--set-string", "nodesets.gpu.slurmd.image.tag="],
+     "nodesets.gpu.slurmd.image.tag: an image tag (or a digest) is required"),
+    ("slurm", ["--set", "nodesets.gpu.replicas=1", "--set", "vendor.google.a3mega[0].targetNodeSet=gpu",
+               "--set", "vendor.google.a3mega[0].networks={default,vpc1}"],
+     "vendor.google.a3mega[0].networks: GKE A3 Mega takes exactly 9 networks, 2 given"),
+    ("slurm", ["--set", "nodesets.gpu.replicas=1", "--set", "vendor.google.a3ultra[0].targetNodeSet=gpu"],
+     "vendor.google.a3ultra[0].networks: GKE A3 Ultra takes exactly 9 networks, 0 given"),
     ("slurm-bridge", ["--set", "scheduler.replicaCount=2"],
      "more than one bridge needs scheduler.leaderElect: true"),
     ("slurm-bridge", ["--set", "admission.tls.existingSecret=x"],
@@ -510,11 +531,32 @@ def check_slinky_values(failures):
     failures += fails
 
 
+def check_nulls(failures):
+    """A null in the values drops the chart's default, as in helm's own merge (Slinky's tests
+    write both): a partition's `config: null` beside its configMap takes the configMap, and a
+    NodeSet's `partition: null` is a NodeSet without spec.partition."""
+    try:
+        import yaml
+    except ImportError:
+        return
+    out = render("slurm", "slurm", "slurm", [
+        "--set", "nodesets.cpu.replicas=1", "--set", "nodesets.cpu.partition=null",
+        "--set", "partitions.batch.enabled=true", "--set", "partitions.batch.nodesets={cpu}",
+        "--set", "partitions.batch.config=null", "--set", "partitions.batch.configMap.State=UP"])
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out) if d}
+    conf = objs[("Controller", "slurm")]["spec"].get("extraConf", "").splitlines()
+    if "PartitionName=batch Nodes=cpu State=UP" not in conf:
+        failures.append(f"partitions.batch.config: null: want its configMap's line, got {conf}")
+    if "partition" in objs[("NodeSet", "slurm-worker-cpu")]["spec"]:
+        failures.append("nodesets.cpu.partition: null: want no spec.partition")
+
+
 def check_notes(failures):
     """Unknown keys are named in NOTES.txt, never refused."""
     result = helm("install", "x", str(CHARTS / "slurm"), "--dry-run=client", "--namespace", "slurm",
                   "--set", "controller.legacyThing=1", "--set", "nodesets.a.oldKey=2",
-                  "--set", "vendor.google.a3mega[0].targetNodeSet=a")
+                  "--set", "vendor.google.a3mega[0].targetNodeSet=a",
+                  "--set", "vendor.google.a3mega[0].networks={" + ",".join(f"vpc{i}" for i in range(9)) + "}")
     if result.returncode != 0:
         failures.append(f"slurm with unknown keys: want an install, got {result.stderr.strip()[:600]}")
         return
@@ -907,6 +949,26 @@ def check_operator_slinky_defaults(failures):
                    f"slinky/{secret}", "cert-manager injects the caBundle")
 
 
+def check_slurm_slinky_defaults(failures):
+    """Slinky's own slurm values.yaml of each release renders (its `config: null` beside each
+    partition's configMap included). Needs $SLINKY_CHART_REPO, as above."""
+    repo = os.environ.get("SLINKY_CHART_REPO", "")
+    if not repo:
+        return
+    import tempfile
+    tags = subprocess.run(["git", "-C", repo, "tag", "--list", "v1.*"], capture_output=True,
+                          text=True, check=True).stdout.split()
+    for ref in [t for t in tags if "-rc" not in t] + ["HEAD"]:
+        text = subprocess.run(["git", "-C", repo, "show", f"{ref}:helm/slurm/values.yaml"],
+                              capture_output=True, text=True, check=True).stdout
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(text)
+            f.flush()
+            result = helm("template", "slurm", str(CHARTS / "slurm"), "--namespace", "slurm", "--values", f.name)
+        if result.returncode != 0:
+            failures.append(f"Slinky {ref} slurm values.yaml: refused: {result.stderr.strip()[:600]}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--update", action="store_true", help="rewrite the golden files")
@@ -935,7 +997,9 @@ def main():
         if "slurm" in SELECTED:
             check_crs_fit_crds(failures)
             check_slinky_values(failures)
+            check_nulls(failures)
             check_notes(failures)
+            check_slurm_slinky_defaults(failures)
     for f in failures:
         print(f"FAIL {f}\n")
     if failures:

@@ -120,22 +120,30 @@ warn
 {{- end -}}
 
 {{/* An image reference from the chart-wide image and the layers over it (operator.image, then
-     webhook.image for the webhook): a string layer is a whole reference; a map layer replaces
-     what it sets (a new repository drops the old digest). A digest wins over a tag. A layer
-     naming Slinky's own image is passed over (above). */}}
+     webhook.image for the webhook), each (list <values path> <layer>): a string layer is a
+     whole reference; a map layer replaces what it sets (a new repository drops the old digest).
+     A digest wins over a tag. A layer naming Slinky's own image is passed over (above). An
+     empty string, or a repository set to null or "", names no image: refused, as Slinky's chart
+     refuses it, rather than quietly running the chart's default. */}}
 {{- define "slurm-operator.imageRef" -}}
 {{- $ref := "" -}}
 {{- $repository := .base.repository -}}
 {{- $tag := toString .base.tag -}}
 {{- $digest := .base.digest | default "" -}}
 {{- range .layers -}}
-{{- if include "slurm-operator.isSlinkyImage" . -}}
-{{- else if kindIs "string" . -}}
-{{- with . }}{{ $ref = . }}{{ end -}}
-{{- else if kindIs "map" . -}}
-{{- with .repository }}{{ $ref = "" }}{{ $repository = . }}{{ $digest = "" }}{{ end -}}
-{{- if not (kindIs "invalid" .tag) }}{{ with toString .tag }}{{ $tag = . }}{{ end }}{{ end -}}
-{{- with .digest }}{{ $digest = . }}{{ end -}}
+{{- $path := index . 0 -}}
+{{- $layer := index . 1 -}}
+{{- if include "slurm-operator.isSlinkyImage" $layer -}}
+{{- else if kindIs "string" $layer -}}
+{{- if not $layer }}{{ fail (printf "%s: an image is required (\"repository:tag\", or {repository, tag}); leave it unset for the chart's image" $path) }}{{ end -}}
+{{- $ref = $layer -}}
+{{- else if kindIs "map" $layer -}}
+{{- if and (hasKey $layer "repository") (not $layer.repository) -}}
+{{- fail (printf "%s.repository: an image repository is required (leave %s unset for the chart's image)" $path $path) -}}
+{{- end -}}
+{{- with $layer.repository }}{{ $ref = "" }}{{ $repository = . }}{{ $digest = "" }}{{ end -}}
+{{- if not (kindIs "invalid" $layer.tag) }}{{ with toString $layer.tag }}{{ $tag = . }}{{ end }}{{ end -}}
+{{- with $layer.digest }}{{ $digest = . }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- if $ref -}}
@@ -162,7 +170,7 @@ place that says which key wins. Templates read it as
 {{- $pullPolicy := (include "slurm-operator.firstSet" (list $v.imagePullPolicy $v.image.pullPolicy) | fromJson).v -}}
 
 {{- /* The operator. */ -}}
-{{- $opImage := include "slurm-operator.imageRef" (dict "base" $v.image "layers" (list $op.image)) -}}
+{{- $opImage := include "slurm-operator.imageRef" (dict "base" $v.image "layers" (list (list "operator.image" $op.image))) -}}
 {{- $opSA := $op.serviceAccount | default dict -}}
 {{- $opSACreate := (include "slurm-operator.firstSet" (list $opSA.create $v.serviceAccount.create) | fromJson).v -}}
 {{- $opSAName := coalesce $opSA.name $v.serviceAccount.name (ternary $fullname "default" $opSACreate) -}}
@@ -219,7 +227,7 @@ place that says which key wins. Templates read it as
 {{- $webhook := dict
   "enabled" (ne (toString $wh.enabled) "false")
   "replicas" $wh.replicas
-  "image" (include "slurm-operator.imageRef" (dict "base" $v.image "layers" (list $op.image $wh.image)))
+  "image" (include "slurm-operator.imageRef" (dict "base" $v.image "layers" (list (list "operator.image" $op.image) (list "webhook.image" $wh.image))))
   "pullPolicy" (coalesce $wh.imagePullPolicy $pullPolicy)
   "serviceAccount" (dict "create" $whSACreate "name" (coalesce $whSA.name (ternary $webhookName "default" $whSACreate)))
   "port" (coalesce $wh.serverPort $wh.port 9443)

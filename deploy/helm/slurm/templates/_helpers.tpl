@@ -107,31 +107,42 @@ name: {{ $ref.name | default (printf "%s-sssd-conf" (include "slurm.fullname" .)
 key: {{ $ref.key | default "sssd.conf" }}
 {{- end -}}
 
-{{/* An image reference from a string or {repository, tag, digest}; (dict "image" <image>
-     "default" <image>): the default stands in for an image without a repository. */}}
+{{/* An image reference from a string or {repository, tag, digest}, a digest winning over a tag.
+     A helper's image (logfile, reconfigure, initconf) left empty is its component's main image;
+     any other image must name a repository and a tag or digest, as Slinky's chart requires: an
+     empty one would reach the pod as no image, one without a tag as :latest.
+     (dict "image" <image> "path" <its values path> "main" (dict "image" <image> "path" <path>),
+     main for a helper only) */}}
 {{- define "slurm.image" -}}
 {{- $image := .image -}}
-{{- if and (not (kindIs "string" $image)) (not (dig "repository" "" ($image | default dict))) -}}
-{{- $image = .default -}}
+{{- $path := .path -}}
+{{- $unset := or (kindIs "invalid" $image) (and (kindIs "string" $image) (not $image)) (and (kindIs "map" $image) (not $image.repository)) -}}
+{{- if and $unset .main -}}
+{{- $image = .main.image -}}
+{{- $path = .main.path -}}
 {{- end -}}
-{{- if kindIs "string" $image -}}
+{{- if or (kindIs "invalid" $image) (and (kindIs "string" $image) (not $image)) -}}
+{{- fail (printf "%s: an image is required (\"repository:tag\", or repository and tag)" $path) -}}
+{{- else if kindIs "string" $image -}}
 {{- $image -}}
+{{- else if not $image.repository -}}
+{{- fail (printf "%s.repository: an image repository is required" $path) -}}
 {{- else if $image.digest -}}
 {{- printf "%s@%s" $image.repository $image.digest -}}
-{{- else if $image.tag -}}
+{{- else if and (not (kindIs "invalid" $image.tag)) (ne (toString $image.tag) "") -}}
 {{- printf "%s:%s" $image.repository (toString $image.tag) -}}
 {{- else -}}
-{{- $image.repository -}}
+{{- fail (printf "%s.tag: an image tag (or a digest) is required; without one the image would be pulled as :latest" $path) -}}
 {{- end -}}
 {{- end -}}
 
 {{/* A container for a CR field: the values' container with its image made a string, a pull
      policy (its own, else the chart's), and empty lists and maps left out.
-     (dict "container" <values> "default" <image> "root" $) */}}
+     (dict "container" <values> "path" <its values path> "main" <see slurm.image> "root" $) */}}
 {{- define "slurm.container" -}}
 {{- $in := .container | default dict -}}
 {{- $c := omit $in "image" -}}
-{{- $_ := set $c "image" (include "slurm.image" (dict "image" $in.image "default" .default)) -}}
+{{- $_ := set $c "image" (include "slurm.image" (dict "image" $in.image "path" (printf "%s.image" .path) "main" .main)) -}}
 {{- $_ := set $c "imagePullPolicy" ($in.imagePullPolicy | default .root.Values.imagePullPolicy) -}}
 {{- range $k, $v := $c -}}
 {{- if or (kindIs "invalid" $v) (and (or (kindIs "slice" $v) (kindIs "map" $v)) (empty $v)) -}}
@@ -234,6 +245,13 @@ template:
 {{- $out := dict -}}
 {{- range $name, $entry := $entries -}}
 {{- $e := mergeOverwrite (deepCopy $defaults) (deepCopy ($entry | default dict)) -}}
+{{- /* A key the entry sets to null drops the default, as null does in helm's own values:
+     Slinky's `partition: null` is a NodeSet without spec.partition. */ -}}
+{{- range $k, $v := ($entry | default dict) -}}
+{{- if kindIs "invalid" $v -}}
+{{- $_ := unset $e $k -}}
+{{- end -}}
+{{- end -}}
 {{- if not (hasKey ($entry | default dict) "enabled") -}}
 {{- $_ := set $e "enabled" (dig "enabled" true $defaults) -}}
 {{- end -}}
