@@ -648,6 +648,53 @@ TEST_F(NodeSetTest, NodeAnnotationsReachSlurmAsTopologyAndFeatures) {
       {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", nullptr}}}}}}));
 }
 
+// NVIDIA Topograph's slinky engine, its calls replayed: it lists the ready pods of its pod
+// selector (app.kubernetes.io/component=worker in its tests, app.kubernetes.io/name=slurmd in
+// NVIDIA's recipes), takes each pod's Slurm node from its label slurm.node.name, else
+// spec.hostname, and in its dynamic-nodes mode writes each Node's topology with a strategic
+// merge patch of topology.slinky.slurm.net/spec.
+TEST_F(NodeSetTest, TopographsSlinkyEngineFindsEachWorkerAndItsTopologyReachesSlurm) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  std::map<std::string, std::string> slurm_node_of_kube_node;
+  for (const char* selector :
+       {"app.kubernetes.io/component=worker", "app.kubernetes.io/name=slurmd"}) {
+    kube::ListOptions options;
+    options.label_selector = selector;
+    auto listed = client_->list(kube::resources::pods(), ns_, options);
+    ASSERT_TRUE(listed);
+    ASSERT_EQ(listed->items.size(), 2U) << selector;
+    for (const auto& pod : listed->items) {
+      ASSERT_TRUE(has_condition(pod, "Ready"));
+      std::string name = field<std::string>(pod, "/metadata/labels/slurm.node.name", "");
+      if (name.empty()) {
+        name = pod["spec"].value("hostname", "");
+      }
+      ASSERT_TRUE(slurm_node(name)) << "no Slurm node " << name;
+      slurm_node_of_kube_node[pod["spec"].value("nodeName", "")] = name;
+    }
+  }
+  int block = 0;
+  for (const auto& [kube_node, name] : slurm_node_of_kube_node) {
+    const std::string spec = "topo-block:b" + std::to_string(++block);
+    ASSERT_TRUE(client_->patch(
+        kube::resources::nodes(), "", kube_node, kube::PatchType::kStrategicMerge,
+        {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", spec}}}}}}));
+    EXPECT_TRUE(eventually(
+        [&] {
+          auto node = slurm_node(name);
+          return node && node->topology.find(spec) != std::string::npos;
+        },
+        kConverge))
+        << name << ": " << (slurm_node(name) ? slurm_node(name)->topology : "no node");
+  }
+  for (const auto& [kube_node, name] : slurm_node_of_kube_node) {
+    ASSERT_TRUE(client_->patch(
+        kube::resources::nodes(), "", kube_node, kube::PatchType::kMerge,
+        {{"metadata", {{"annotations", {{"topology.slinky.slurm.net/spec", nullptr}}}}}}));
+  }
+}
+
 TEST_F(NodeSetTest, NvlinkCliquesBecomeBlocksAndASegmentStaysInOne) {
   // Two NVLink domains of three Nodes, labelled as GPU Feature Discovery does. The bed's
   // slurmctld declares the topology the operator generates for them (scripts/testbed
