@@ -156,4 +156,8 @@ std::string key_hash(const std::string& key) {
   return key.empty() ? "" : build::sha256_hex(key);
 }
 
+std::string active_slurmctld(const slurm::Ping& ping) {
+  return ping.responding ? ping.hostname : "";
+}
+
 }  // namespace tightrope::op

@@ -17,6 +17,7 @@
 #include "kube/controller.hpp"
 #include "operator/cache.hpp"
 #include "operator/runtime.hpp"
+#include "slurm/model.hpp"
 
 namespace tightrope::op {
 
@@ -137,6 +138,16 @@ int64_t status_int(const nlohmann::json& object, const char* field);
 // The Controller `name` in `ns` from the cache, with defaults; nullopt when absent or unreadable.
 std::optional<api::Controller> controller_of(const ResourceCache& cache, const std::string& ns,
                                              const std::string& name);
+
+// The slurmctld in control, whose pod carries the active label the Controller's Service selects
+// with HA: the first one that answers slurmrestd's ping, in SlurmctldHost order (a backup takes
+// control when those before it stop answering), its SlurmctldHost name, which is its pod's;
+// "" when none answers. Slurm's `primary` only says whether it is the first configured.
+std::string active_slurmctld(const slurm::Ping& ping);
+
+// HA: how often a Controller's reconcile asks which slurmctld is in control, at most, so that
+// the Service follows a failover within seconds rather than a doctor's check period.
+inline constexpr std::chrono::seconds kActiveSlurmctldPeriod{5};
 
 // sha256 of a key, "" for none.
 std::string key_hash(const std::string& key);

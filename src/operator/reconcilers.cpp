@@ -186,6 +186,8 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
     if (c.spec.ha.enabled && !c.spec.external) {
       follow_active_slurmctld(c, *client);
+      next = after(std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
+          runtime_.options().slurm_check_period, std::chrono::seconds(kActiveSlurmctldPeriod))));
     }
   }
 
@@ -218,7 +220,7 @@ void ControllerReconciler::follow_active_slurmctld(const api::Controller& c,
     return;
   }
   const std::string& ns = c.metadata.namespace_name;
-  const std::string active = pings->primary && pings->responding ? pings->hostname : "";
+  const std::string active = active_slurmctld(*pings);
   auto pods = runtime_.kube().list(kube::resources::pods(), ns,
                                    {std::string(api::kLabelInstance) + "=" + c.metadata.name + "," +
                                         std::string(api::kLabelName) + "=slurmctld",

@@ -86,5 +86,19 @@ TEST(KeptStatus, KeepsWhatWasWrittenAndAddsWhatIsRequired) {
   EXPECT_EQ(kept_status(json(), required), required);
 }
 
+TEST(ActiveSlurmctld, IsTheFirstThatAnswersBackupsIncluded) {
+  // slurmrestd's ping as decoded: the first controller that answers. A backup that answers
+  // while the first configured one does not is in control; `primary` says only that it is not
+  // the first configured.
+  slurm::Ping backup;
+  backup.hostname = "slurm-controller-1";
+  backup.responding = true;
+  backup.primary = false;
+  EXPECT_EQ(active_slurmctld(backup), "slurm-controller-1");
+  slurm::Ping none;
+  none.hostname = "slurm-controller-1";
+  EXPECT_EQ(active_slurmctld(none), "");
+}
+
 }  // namespace
 }  // namespace tightrope::op
