@@ -326,6 +326,19 @@ def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_lo
                    lambda: controllers_up().get("slurm-controller-1") == "UP" and
                    controllers_up().get("slurm-controller-0") != "UP", 180,
                    lambda: slurm("scontrol", "ping", check=False), period=5)
+        # The client Service follows: its one endpoint is the backup in control.
+        def service_on_backup():
+            pods = get("pods", ns=NS)["items"]
+            active = [p["metadata"]["name"] for p in pods
+                      if p["metadata"].get("labels", {}).get("controller.slinky.slurm.net/active") == "true"]
+            slices = get("endpointslices", ns=NS)["items"]
+            ready = [a for s in slices if s["metadata"].get("labels", {}).get("kubernetes.io/service-name") ==
+                     "slurm-controller" for e in s.get("endpoints") or [] if e.get("conditions", {}).get("ready")
+                     for a in e["addresses"]]
+            return active == ["slurm-controller-1"] and ready == [get("pod", "slurm-controller-1")["status"]["podIP"]]
+
+        wait_until("the backup labelled active, the client Service on it", service_on_backup, 60, cluster_state)
+        print(f"power-off of {node_of(primary)}: the client Service on the backup after {time.monotonic() - t0:.0f} s")
         # Clients find the new primary: a new job is taken (by the backup once it has taken
         # control, SlurmctldTimeout later) and runs beside the old one.
         second = submit("-w", worker, "--time=2", "--wrap", "true")
