@@ -186,15 +186,27 @@ Result<Conditional<NodeList>> Client::list_nodes(const NodeQuery& query) {
   return Conditional<NodeList>{true, std::move(*list)};
 }
 
+namespace {
+
+// The node `name` of an answer's list (slurmrestd's /node/{name} lists it alone).
+std::optional<Node> take_node(std::vector<Node>& nodes, const std::string& name) {
+  for (auto& node : nodes) {
+    if (node.name == name) {
+      return std::move(node);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Result<Node> Client::get_node(const std::string& name) {
   auto list = list_nodes(NodeQuery{std::nullopt, true});
   if (!list) {
     return fail(list.error());
   }
-  for (auto& node : list->list.nodes) {
-    if (node.name == name) {
-      return std::move(node);
-    }
+  if (auto node = take_node(list->list.nodes, name)) {
+    return std::move(*node);
   }
   return fail(Error{ErrorKind::kNotFound, 200, "GET " + api("/nodes") + ": no node " + name, {}});
 }
@@ -209,10 +221,8 @@ Result<Node> Client::get_node_state(const std::string& name) {
   if (!list) {
     return fail(list.error());
   }
-  for (auto& node : list->nodes) {
-    if (node.name == name) {
-      return std::move(node);
-    }
+  if (auto node = take_node(list->nodes, name)) {
+    return std::move(*node);
   }
   return fail(Error{ErrorKind::kNotFound, answer->status, "no node " + name, {}});
 }
