@@ -555,6 +555,7 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     jobs.stop.set()
     jobs.poll()
     forgotten = jobs_slurmctld_forgot(fault)
+    kept_hosts = {p["spec"].get("hostname", "") for p in h.workers()}
     for job, f in jobs.seen.items():
         state, restarts = f.get("JobState", "unknown"), f.get("Restarts", "0")
         # A job on a Node that was lost is Slurm's to requeue (JobRequeue): it must still end
@@ -565,6 +566,11 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
                    f"node {f.get('NodeList', '?')})"
             if job in forgotten:
                 record.setdefault("slurm_forgot", []).append(what)
+            elif lost and state == "PENDING" and f.get("Reason") == "BadConstraints" and \
+                    jobs.host.get(job) not in kept_hosts:
+                # Requeued by Slurm from the lost Node, pinned (-w) to a node the run's scale-in
+                # or deletion has removed since: it can run nowhere, and Slurm says so.
+                record.setdefault("pinned_to_removed", []).append(what)
             else:
                 record["violations"].append(what)
     record["jobs"] = len(jobs.seen)
@@ -645,6 +651,8 @@ def summary(records: list[dict], seed: str, bound: float, operator_replicas: int
                        for r in records for v in r["violations"]],
         "runs_with_violations": sum(bool(r["violations"]) for r in records),
         "jobs_slurmctld_forgot": [{"run": r["run"], "what": w} for r in records for w in r.get("slurm_forgot", [])],
+        "jobs_pinned_to_removed": [{"run": r["run"], "what": w} for r in records
+                                   for w in r.get("pinned_to_removed", [])],
         # Runs the campaign itself could not carry out (a step or fault that failed to start):
         # counted apart, not as the operator's.
         "harness_errors": sum("harness_error" in r for r in records),
@@ -689,6 +697,10 @@ def markdown(s: dict) -> str:
     if s.get("jobs_slurmctld_forgot"):
         lines += ["", "Jobs whose end a killed slurmctld had logged but not saved (Slurm's state, "
                   "not the operator's):", ""] + [f"- run {j['run']}: {j['what']}" for j in s["jobs_slurmctld_forgot"]]
+    if s.get("jobs_pinned_to_removed"):
+        lines += ["", "Jobs Slurm requeued from a lost Node, pinned to a node the run removed since "
+                  "(pending, BadConstraints: Slurm's verdict, not the operator's):", ""] + \
+            [f"- run {j['run']}: {j['what']}" for j in s["jobs_pinned_to_removed"]]
     return "\n".join(lines) + "\n"
 
 
