@@ -386,6 +386,15 @@ std::vector<PatchPod> cordon_patches(const NodeSetPlan& plan) {
   return out;
 }
 
+// The operator's drain undone, its pod-cordon and mark removed.
+void expect_taken_back(const NodeSetPlan& plan) {
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  const auto patches = cordon_patches(plan);
+  ASSERT_EQ(patches.size(), 1U);
+  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
+            json({{kPodCordon, nullptr}, {kOperatorCordon, nullptr}}));
+}
+
 // Nothing drained, undrained or cordoned.
 bool no_drain_writes(const NodeSetPlan& plan) {
   return all_of<DrainSlurmNode>(plan).empty() && all_of<UndrainSlurmNode>(plan).empty() &&
@@ -410,12 +419,7 @@ TEST(NodeSetPlan, TheOperatorsPodCordonIsMarkedAndGoesWithTheCordon) {
   auto uncordoned = std::make_shared<kube::Document>(*cordoned);
   uncordoned->doc["spec"]["unschedulable"] = false;
   bed.world.kube_nodes["k8s-0"] = uncordoned;
-  const NodeSetPlan plan = bed.plan();
-  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
-  patches = cordon_patches(plan);
-  ASSERT_EQ(patches.size(), 1U);
-  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
-            json({{kPodCordon, nullptr}, {kOperatorCordon, nullptr}}));
+  expect_taken_back(bed.plan());
 }
 
 TEST(NodeSetPlan, APersonsPodCordonDrainsUntilItIsRemovedWhateverTheNodeDoes) {
@@ -480,12 +484,7 @@ TEST(NodeSetPlan, APodCordonRequestDrainsUntilTheRequesterTakesItBack) {
   bed.world.pods[0].cordoned = true;
   bed.world.pods[0].operator_cordon = true;
   bed.world.pods[0].cordon_request.clear();
-  plan = bed.plan();
-  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
-  patches = cordon_patches(plan);
-  ASSERT_EQ(patches.size(), 1U);
-  EXPECT_EQ(patches[0].patch["metadata"]["annotations"],
-            json({{kPodCordon, nullptr}, {kOperatorCordon, nullptr}}));
+  expect_taken_back(bed.plan());
 }
 
 TEST(NodeSetPlan, AnUnmarkedPodCordonOfAnEarlierNodeCordonIsTakenAsTheOperators) {
