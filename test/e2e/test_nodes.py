@@ -154,9 +154,11 @@ def test_kubectl_drain_waits_for_the_job_and_the_pod_comes_back_on_another_node(
         output, _ = drain.communicate(timeout=240)
         assert drain.returncode == 0, output
         assert "disruption budget" in output, output  # the eviction was refused while the job ran
-        moved = wait_until(f"{host} back on another Node", lambda: (w := idle_workers(2)()) and
-                           w.get(host) not in (None, node) and w, 240, cluster_state, period=5)
-        assert node not in moved.values(), moved
+        # The NodeSet makes its lowest missing ordinal again, which is the evicted one only if
+        # the scale-in before took the highest (Slinky's order takes the earliest job deadline
+        # first, and the jobs there end a second apart or not): two workers, none on the Node.
+        wait_until("a worker back on another Node", lambda: (w := idle_workers(2)()) and
+                   node not in w.values() and w, 240, cluster_state, period=5)
     finally:
         if drain.poll() is None:
             drain.kill()
