@@ -159,8 +159,11 @@ bool down_before_pod(const slurm::Node& node, const WorkerPod& w) {
       !node.reason.starts_with("Not responding") || !node.reason_changed_at) {
     return false;
   }
+  // Whole seconds both: a verdict in the pod's own second came before it (the lost pod is
+  // deleted on that verdict, its replacement made at once), and no slurmd of the new pod has
+  // registered and gone silent for SlurmdTimeout within that second.
   const auto created = kube::parse_time(w.created);
-  return created && *node.reason_changed_at < *created;
+  return created && *node.reason_changed_at <= *created;
 }
 
 std::string slurm_reason(SlurmHealth health) {

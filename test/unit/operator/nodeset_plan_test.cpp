@@ -601,6 +601,10 @@ TEST(NodeSetPlan, ANodeDownForAnEarlierPodsSilenceIsResumedOnceTheNewPodRegister
   ASSERT_NE(a, nullptr);
   ASSERT_EQ(a->events.size(), 1U);
   EXPECT_EQ(a->events[0].reason, "SlurmNodeReturned");
+  // Slurm's verdict and the replacement in one second (the lost pod goes on that verdict, its
+  // replacement is made at once; both times are whole seconds): still the old slurmd's silence.
+  bed.nodes["cpu-0"].reason_changed_at = *kube::parse_time("2026-12-03T10:00:00Z");
+  EXPECT_EQ(all_of<ResumeSlurmNode>(bed.plan()).size(), 1U);
   // Not while it still does not answer, not before the pod is Ready, and never for a silence of
   // this pod's own slurmd (a crash its kubelet restarts is for a person to look at).
   bed.nodes["cpu-0"].state = {"DOWN", "NOT_RESPONDING", "DYNAMIC_NORM"};
