@@ -339,7 +339,7 @@ def test_a_backup_slurmctld_on_another_node_takes_over_when_the_primarys_node_lo
                      for a in e["addresses"]]
             return active == ["slurm-controller-1"] and ready == [get("pod", "slurm-controller-1")["status"]["podIP"]]
 
-        wait_until("the backup labelled active, the client Service on it", service_on_backup, 60, cluster_state)
+        wait_until("the backup labelled active, the client Service on it", service_on_backup, 180, cluster_state)
         print(f"power-off of {node_of(primary)}: the client Service on the backup after {time.monotonic() - t0:.0f} s")
         # Clients find the new primary: a new job is taken (by the backup once it has taken
         # control, SlurmctldTimeout later) and runs beside the old one.
