@@ -221,6 +221,7 @@ void ControllerReconciler::follow_active_slurmctld(const api::Controller& c,
   }
   const std::string& ns = c.metadata.namespace_name;
   const std::string active = active_slurmctld(*pings);
+  // Read from the API server: the operator's pod cache holds the worker pods only.
   auto pods = runtime_.kube().list(kube::resources::pods(), ns,
                                    {std::string(api::kLabelInstance) + "=" + c.metadata.name + "," +
                                         std::string(api::kLabelName) + "=slurmctld",
