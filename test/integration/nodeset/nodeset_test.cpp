@@ -675,7 +675,8 @@ TEST_F(NodeSetTest, TopographsSlinkyEngineFindsEachWorkerAndItsTopologyReachesSl
     }
   }
   int block = 0;
-  for (const auto& [kube_node, name] : slurm_node_of_kube_node) {
+  for (const auto& [kube_node, slurm_name] : slurm_node_of_kube_node) {
+    const std::string& name = slurm_name;  // a lambda may not capture a structured binding
     const std::string spec = "topo-block:b" + std::to_string(++block);
     ASSERT_TRUE(client_->patch(
         kube::resources::nodes(), "", kube_node, kube::PatchType::kStrategicMerge,
