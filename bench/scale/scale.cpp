@@ -56,6 +56,7 @@
 #include "percentile.hpp"
 #include "scale/counting_proxy.hpp"
 #include "scale/hollow_kubelet.hpp"
+#include "scale/operator_under_test.hpp"
 #include "slurm/client.hpp"
 #include "testbed.hpp"
 
@@ -73,6 +74,8 @@ using tightrope::bench::AuditCount;
 using tightrope::bench::CountingProxy;
 using tightrope::bench::file_size;
 using tightrope::bench::HollowKubelet;
+using tightrope::bench::kSlinkyRestPort;
+using tightrope::bench::OperatorUnderTest;
 using tightrope::bench::top;
 using tightrope::bench::Usage;
 using tightrope::bench::usage_of;
@@ -91,9 +94,6 @@ struct Options {
   int changes = 40;
   int cordons = 5;
 };
-
-// Slinky's operator reaches slurmrestd at localhost on this port (its builder.SlurmrestdPort).
-constexpr int kSlinkyRestPort = 6820;
 
 // Images of the containers the operators write; hollow pods run none of them.
 struct BenchImages {
@@ -142,94 +142,6 @@ json cpu_between(const std::map<std::string, double>& before,
   out["operator"] = std::round(operator_s * 10) / 10;
   return out;
 }
-
-class OperatorUnderTest {
- public:
-  OperatorUnderTest(const Options& o, const std::string& ns, const std::string& slurm_url,
-                    const std::filesystem::path& log)
-      : log_(log) {
-    std::string command = o.operator_command;
-    if (!o.slinky.empty()) {
-      // As its Helm chart (v1.0) starts it: 4 workers a controller, 2 Slurm client workers, no
-      // leader election (the chart passes no --leader-elect).
-      command = o.slinky + " --accounting-workers 4 --controller-workers 4 --loginset-workers 4" +
-                " --nodeset-workers 4 --restapi-workers 4 --token-workers 4" +
-                " --slurmclient-workers 2 --zap-log-level info" +
-                " --health-addr 127.0.0.1:0 --metrics-addr 0";
-      label_ = "slinky";
-    } else if (command.empty()) {
-      command = std::string(BENCH_TIGHTROPE_OPERATOR) +
-                " --kubeconfig \"$KUBECONFIG\" --namespaces \"$BENCH_NAMESPACE\"" +
-                " --slurmrestd-url \"$SLURMRESTD_URL\" --leader-elect" +
-                " --leader-elect-namespace \"$BENCH_NAMESPACE\" --health-addr 127.0.0.1:0" +
-                " --metrics-addr 127.0.0.1:0";
-      label_ = "tightrope";
-    } else {
-      label_ = command;
-    }
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setsid();
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the harness
-      ::setenv("KUBECONFIG", TestBed::var("OPERATOR_KUBECONFIG").c_str(), 1);
-      ::setenv("BENCH_NAMESPACE", ns.c_str(), 1);
-      ::setenv("WATCH_NAMESPACES", ns.c_str(), 1);
-      ::setenv("POD_NAMESPACE", ns.c_str(), 1);
-      ::setenv("POD_NAME", "bench-operator", 1);
-      ::setenv("SLURMRESTD_URL", slurm_url.c_str(), 1);
-      if (!o.slinky.empty()) {
-        ::setenv("DEBUG", "1", 1);
-      }
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      const std::string exec = "exec " + command;
-      ::execl("/bin/sh", "sh", "-c", exec.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    pid_ = pid;
-  }
-  ~OperatorUnderTest() { stop(); }
-  OperatorUnderTest(const OperatorUnderTest&) = delete;
-  OperatorUnderTest& operator=(const OperatorUnderTest&) = delete;
-
-  pid_t pid() const { return pid_; }
-  const std::string& label() const { return label_; }
-  bool alive() const {
-    int status = 0;
-    return pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == 0;
-  }
-  void stop() {
-    if (pid_ <= 0) {
-      return;
-    }
-    // It leads a process group of its own (setsid): what a wrapper started (`--operator
-    // "heaptrack ..."`) is signalled with it, and none of it outlives the harness's bed.
-    ::kill(-pid_, SIGTERM);
-    int status = 0;
-    bool reaped = false;
-    const auto deadline = Steady::now() + std::chrono::seconds(15);
-    while (Steady::now() < deadline) {
-      const pid_t waited = ::waitpid(pid_, &status, WNOHANG);
-      reaped = reaped || waited == pid_ || (waited < 0 && errno == ECHILD);
-      if (reaped && ::kill(-pid_, 0) != 0) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ::kill(-pid_, SIGKILL);
-    if (!reaped) {
-      ::waitpid(pid_, &status, 0);
-    }
-    pid_ = -1;
-  }
-
- private:
-  std::filesystem::path log_;
-  std::string label_;
-  pid_t pid_ = -1;
-};
 
 // Samples the operator every second: peak of the samples, and the samples of a window.
 class Sampler {
@@ -441,7 +353,8 @@ int main(int argc, char** argv) {
 
   const std::string audit_log = TestBed::var("OPERATOR_AUDIT_LOG");
   const std::streamoff audit_start = file_size(audit_log);
-  OperatorUnderTest under_test(o, ns, proxy.url(), logs / "operator-under-test.log");
+  OperatorUnderTest under_test(o.slinky.empty() ? o.operator_command : "", o.slinky, ns,
+                               proxy.url(), logs / "operator-under-test.log");
   Sampler sampler(under_test.pid());
   say("operator " + under_test.label() + " started (pid " + std::to_string(under_test.pid()) +
       "); " + std::to_string(hollow_nodes) + " hollow Nodes");

@@ -61,6 +61,13 @@ inline constexpr std::string_view kAnnotationSshHostKeysHash =
 // slurmctld pod template carries when its pods mount this content.
 inline constexpr std::string_view kAnnotationControllerConfigHash =
     "tightrope.slurm.net/config-hash";
+// Tightrope's own, on a resource it took over from another operator of these kinds (Slinky's):
+// the generation at which it adopted what that operator made, kept as it is until the spec
+// moves past it; on a NodeSet also the pods' revision it adopted (their controller-revision-hash).
+inline constexpr std::string_view kAnnotationAdoptedGeneration =
+    "tightrope.slurm.net/adopted-generation";
+inline constexpr std::string_view kAnnotationAdoptedRevision =
+    "tightrope.slurm.net/adopted-revision";
 // The container `kubectl logs` and `kubectl exec` pick when none is named.
 inline constexpr std::string_view kAnnotationDefaultContainer =
     "kubectl.kubernetes.io/default-container";

@@ -106,6 +106,7 @@ kube::DecodeResult decode_cached_pod(simdjson::dom::element object, CachedPod* o
   if (object["status"].get(status) == simdjson::SUCCESS) {
     out->phase = string_at(status, "phase");
     out->start_time = string_at(status, "startTime");
+    out->ip = string_at(status, "podIP");
     simdjson::dom::array conditions;
     if (status["conditions"].get(conditions) == simdjson::SUCCESS) {
       for (const auto c : conditions) {
@@ -165,6 +166,9 @@ json pod_document(const CachedPod& pod) {
   }
   if (!pod.start_time.empty()) {
     status["startTime"] = pod.start_time;
+  }
+  if (!pod.ip.empty()) {
+    status["podIP"] = pod.ip;
   }
   for (const auto& c : pod.conditions) {
     json condition = {{"type", c.type}, {"status", c.status}};

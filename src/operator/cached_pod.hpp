@@ -32,6 +32,7 @@ struct CachedPod {
 
   std::string phase;  // status.phase, "" before the kubelet has written one
   std::string start_time;
+  std::string ip;  // status.podIP, "" before the kubelet has written one
   struct Condition {
     std::string type, status, reason, message, last_transition;
   };

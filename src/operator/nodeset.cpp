@@ -226,6 +226,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       return settled();
     }
   }
+  if (!deleting) {
+    if (auto adopted = adopt_revision(*doc, *loaded); !adopted) {
+      return retry();  // nothing written before the adoption is known
+    }
+  }
   NodeSetWorld world = observe(*doc, std::move(*loaded), key);
   if (deleting) {
     world.deleting_since =
@@ -318,6 +323,34 @@ kube::ReconcileOutcome NodeSetReconciler::keep_unreadable(const kube::Document& 
                 kept != kept_status(stored));
 }
 
+kube::Result<Done> NodeSetReconciler::adopt_revision(const kube::Document& nodeset,
+                                                     api::NodeSet& n) {
+  const std::string key(api::kAnnotationAdoptedGeneration);
+  if (n.metadata.annotations.count(key) != 0 || reconciled_before(conditions_of(nodeset))) {
+    return Done{};
+  }
+  const std::string hash = nodeset.doc.value("/status/nodeSetHash"_json_pointer, std::string());
+  const int64_t observed = nodeset.doc.value("/status/observedGeneration"_json_pointer, int64_t{0});
+  if (hash.empty() || observed != n.metadata.generation) {
+    return Done{};  // its pods may not be what the spec says: they roll as any others
+  }
+  bool carried = false;
+  for (const auto& p : cache_.pods_by_index(cache_index::kOwner, n.metadata.uid)) {
+    carried = carried || (pod_revision(p->meta) == hash && !p->meta.deleting);
+  }
+  if (!carried) {
+    return Done{};
+  }
+  if (auto recorded = record_adoption(runtime_, resources::nodesets(), n.metadata,
+                                      "the pods of revision " + hash, hash);
+      !recorded) {
+    return recorded;
+  }
+  n.metadata.annotations[key] = std::to_string(n.metadata.generation);
+  n.metadata.annotations[std::string(api::kAnnotationAdoptedRevision)] = hash;
+  return Done{};
+}
+
 NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::NodeSet n,
                                         const std::string& key) {
   NodeSetWorld world;
@@ -337,6 +370,10 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.mirror_slurm_drains = runtime_.options().mirror_slurm_drains;
   world.propagated_node_conditions = runtime_.options().propagated_node_conditions;
   world.drain_on_node_conditions = runtime_.options().drain_on_node_conditions;
+  if (adoption_in_force(ns_ref.metadata)) {
+    const auto it = ns_ref.metadata.annotations.find(std::string(api::kAnnotationAdoptedRevision));
+    world.adopted_revision = it == ns_ref.metadata.annotations.end() ? "" : it->second;
+  }
 
   for (const auto& r : cache_.by_index(kube::resources::controller_revisions(), cache_index::kOwner,
                                        ns_ref.metadata.uid)) {

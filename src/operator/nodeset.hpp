@@ -82,6 +82,12 @@ class NodeSetReconciler : public ResourceReconciler {
   // Slurm REST writes in flight at once, all NodeSets together.
   std::counting_semaphore<> slurm_writes_{4};
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);
+  // Moved from another operator (reconcile_support.hpp, adoption): a NodeSet Tightrope never
+  // reconciled, whose status names the revision that operator made its pods at (nodeSetHash, at
+  // the current generation) and some pod carries, has that revision adopted: its pods count as
+  // current until the spec changes, and none is replaced for Tightrope's own way of naming
+  // revisions. Recorded on `n` as well; an error when it could not be recorded.
+  kube::Result<Done> adopt_revision(const kube::Document& nodeset, api::NodeSet& n);
   // spec.ssh: whether the host keys Secret (made once) is absent and the sshd_config ConfigMap
   // is as last applied; why pods must wait when the sssd.conf Secret or the keys cannot be read.
   std::optional<Readiness> read_ssh(NodeSetWorld& world);

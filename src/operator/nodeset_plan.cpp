@@ -248,6 +248,9 @@ std::string to_string(const Change& change) {
       if (c.update.features) {
         fields.push_back("features=" + join(*c.update.features, ","));
       }
+      if (c.update.address) {
+        fields.push_back("address=" + *c.update.address);
+      }
       return "update Slurm node " + c.node + ": " + join(fields, " ");
     }
     std::string operator()(const DeleteSlurmNode& c) const { return "delete Slurm node " + c.node; }
@@ -501,6 +504,9 @@ void Planner::read_pods() {
   }
   pods = world.pods;
   for (auto& w : pods) {
+    if (!world.adopted_revision.empty() && w.revision == world.adopted_revision) {
+      w.revision = revision;  // adopted: current until the spec changes
+    }
     if (const auto it = deadlines.find(w.hostname); it != deadlines.end()) {
       w.deadline = it->second;
     }
@@ -1023,8 +1029,25 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       link.active_features = node_features(spec, node.active_features);
     }
   }
-  if (link.comment || link.topology || link.features) {
-    add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed");
+  // The slurmd of an earlier pod of this name that registered after this pod's (its Node cut
+  // off, then back, before its kubelet stopped it) took the node's address: once it stops,
+  // slurmctld pings a dead address and calls the node not responding while this pod's slurmd
+  // runs, which registers again only when it restarts. The address goes back to this pod.
+  const bool moved =
+      w.ready && !w.terminating && !w.ip.empty() && !node.address.empty() && node.address != w.ip;
+  if (moved) {
+    link.address = w.ip;
+  }
+  if (link.comment || link.topology || link.features || link.address) {
+    std::vector<NodeSetEvent> events;
+    if (moved) {
+      events.push_back({true, "SlurmNodeAddressTaken",
+                        "Slurm node " + w.hostname + " was reached at " + node.address +
+                            ", not at its pod " + w.name + " (" + w.ip +
+                            "): a slurmd of an earlier pod registered after it; set back"});
+    }
+    add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
+        std::move(events));
   }
 }
 
@@ -1235,19 +1258,21 @@ void Planner::write_status() {
   }
 
   plan.replicas = static_cast<int64_t>(active.size());
-  plan.status = {{"replicas", plan.replicas},
-                 {"readyReplicas", plan.ready},
-                 {"availableReplicas", plan.available},
-                 {"updatedReplicas", plan.updated},
-                 {"unavailableReplicas", std::max<int64_t>(0, want - plan.available)},
-                 {"desired", want},
-                 {"slurmIdle", slurm_idle},
-                 {"slurmAllocated", slurm_allocated},
-                 {"slurmDown", slurm_down},
-                 {"slurmDrain", slurm_drain},
-                 {"nodeSetHash", revision},
-                 {"ordinalToNode", ordinal_to_node},
-                 {"selector", build::nodeset_selector(n.metadata.name)}};
+  plan.status = {
+      {"replicas", plan.replicas},
+      {"readyReplicas", plan.ready},
+      {"availableReplicas", plan.available},
+      {"updatedReplicas", plan.updated},
+      {"unavailableReplicas", std::max<int64_t>(0, want - plan.available)},
+      {"desired", want},
+      {"slurmIdle", slurm_idle},
+      {"slurmAllocated", slurm_allocated},
+      {"slurmDown", slurm_down},
+      {"slurmDrain", slurm_drain},
+      // Adopted: the revision its pods are at, as the operator before wrote it.
+      {"nodeSetHash", world.adopted_revision.empty() ? revision : world.adopted_revision},
+      {"ordinalToNode", ordinal_to_node},
+      {"selector", build::nodeset_selector(n.metadata.name)}};
   for (const auto& [k, v] : plan.status.items()) {
     if (!world.status.contains(k) || world.status[k] != v) {
       plan.status_changed = true;

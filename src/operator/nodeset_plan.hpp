@@ -39,6 +39,7 @@ struct WorkerPod {
   std::string revision;     // controller-revision-hash
   std::string mode;         // the scaling-mode label: StatefulSet or DaemonSet
   std::string target_node;  // the Node it is bound or pinned to ("" while unscheduled)
+  std::string ip;           // status.podIP, "" until the kubelet writes it
   bool ready = false;
   std::string ready_since;  // the Ready condition's lastTransitionTime
   std::string created;
@@ -74,6 +75,10 @@ std::string pod_deadline_annotation(const std::optional<slurm::Time>& deadline);
 // A pod as the cache has it, read for the controller: the same projection, with what the
 // NodeSet's spec and the pod's words mean (its ordinal, its Slurm node, its scale-in keys).
 WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod);
+// The revision a pod was made at: Tightrope's `controller-revision-hash` label, else the
+// `controller.kubernetes.io/hash` that Slinky's operator writes (Kubernetes' history package);
+// "" for neither.
+std::string pod_revision(const kube::ObjectMeta& meta);
 
 // When each Slurm node's work is expected to end: the latest end of its running jobs (Slurm's
 // end_time; a job without a time limit never ends). A node that Slurm shows busy but whose jobs
@@ -246,6 +251,9 @@ struct NodeSetWorld {
   // Its ControllerRevisions: (revision number, name).
   std::vector<std::pair<int64_t, std::string>> revisions;
   std::vector<WorkerPod> pods;  // the cache's, decoded
+  // The revision adopted from another operator while the spec is as it was adopted
+  // (reconcile_support.hpp): its pods count as current. "" when none.
+  std::string adopted_revision;
   PendingPods expected;
   // The Kubernetes Nodes, by name, as the cache holds them (shared, not copied): every one in
   // DaemonSet mode, else those its pods run on and its ordinals are pinned to.

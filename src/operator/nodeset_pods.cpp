@@ -29,6 +29,15 @@ constexpr std::string_view kFeaturePrefix = "k8s/";
 
 }  // namespace
 
+std::string pod_revision(const kube::ObjectMeta& meta) {
+  for (const char* key : {"controller-revision-hash", "controller.kubernetes.io/hash"}) {
+    if (const std::string* value = meta.label(key); value != nullptr && !value->empty()) {
+      return *value;
+    }
+  }
+  return "";
+}
+
 WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod) {
   const auto annotation = [&](std::string_view key) {
     const std::string* value = pod.annotation(key);
@@ -47,11 +56,17 @@ WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod) {
   w.resource_version = pod.meta.resource_version;
   w.kube_node = pod.node_name;
   w.hostname = pod.hostname.empty() ? w.name : pod.hostname;
-  w.revision = label("controller-revision-hash");
+  w.revision = pod_revision(pod.meta);
   w.mode = label(api::kLabelNodeSetScalingMode);
+  if (w.mode.empty()) {
+    // Made by another operator (Slinky's writes no such label): a pod pinned to its Node by a
+    // required affinity is a DaemonSet's, any other a StatefulSet's.
+    w.mode = pod.affinity_node.empty() ? "StatefulSet" : "DaemonSet";
+  }
   // DaemonSet pods name their Node in a required node affinity; others run where scheduled.
   w.target_node = pod.affinity_node.empty() ? w.kube_node : pod.affinity_node;
   w.phase = pod.phase.empty() ? "Pending" : pod.phase;
+  w.ip = pod.ip;
   if (const auto* ready = pod.condition("Ready")) {
     w.ready = ready->status == "True";
     w.ready_since = ready->last_transition;

@@ -174,7 +174,9 @@ void Operator::wire_nodes() {
 
 Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
   const std::string managed = std::string(api::kLabelManagedBy) + "=slurm-operator";
-  const std::string workers = managed + "," + std::string(api::kLabelName) + "=slurmd";
+  // Not `managed`: the pods of a NodeSet moved from another operator (Slinky's carry no
+  // managed-by label) are the NodeSet's too; a NodeSet's pods are told apart by their owner.
+  const std::string workers = std::string(api::kLabelName) + "=slurmd";
   const auto cached = [&](const kube::ResourceType& type,
                           const std::string& selector) -> Informer<Document>& {
     auto& informer = factory_.informer<Document>(type, ns, kube::decode_document, selector);

@@ -1,6 +1,9 @@
 #include "operator/reconcile_support.hpp"
 
+#include "api/well_known.hpp"
+#include "base/log.hpp"
 #include "operator/build/common.hpp"
+#include "operator/conditions.hpp"
 #include "operator/resources.hpp"
 
 namespace tightrope::op {
@@ -56,6 +59,58 @@ json kept_status(const json& stored, const json& required) {
   return kept;
 }
 
+namespace {
+
+// A StatefulSet whose serviceName, volumeClaimTemplates or podManagementPolicy were set
+// otherwise (by the operator a cluster was moved from, or an earlier release) cannot be updated.
+bool immutable_fields_differ(const json& object, const kube::Error& error) {
+  return error.kind == kube::ErrorKind::kInvalid && object.value("kind", "") == "StatefulSet" &&
+         error.message.find("field is immutable") != std::string::npos;
+}
+
+// Such a StatefulSet is deleted leaving its pods (and their claims) running; the next reconcile
+// makes it anew, which takes the pods by its selector and rolls them to its template as its
+// update strategy says. Returns why this reconcile stops.
+std::string replace_keeping_pods(Runtime& rt, const json& object, const std::string& what,
+                                 const kube::Error& error) {
+  const json& meta = object["metadata"];
+  std::string owner_uid;
+  for (const auto& ref : meta.value("ownerReferences", json::array())) {
+    if (ref.value("controller", false)) {
+      owner_uid = ref.value("uid", "");
+    }
+  }
+  // Read, not taken from the cache: it holds only objects with Tightrope's labels.
+  const std::string ns = meta.value("namespace", "");
+  const std::string name = meta.value("name", "");
+  const auto& type = kube::resources::stateful_sets();
+  auto current = rt.kube().get(type, ns, name);
+  bool owned = false;
+  for (const auto& ref :
+       current ? current->value("/metadata/ownerReferences"_json_pointer, json::array())
+               : json::array()) {
+    owned = owned || (ref.value("uid", "") == owner_uid && ref.value("controller", false));
+  }
+  if (!owned) {
+    return "applying " + what + ": " + error.message;  // someone else's: never ours to delete
+  }
+  kube::DeleteOptions options;
+  options.precondition_uid = current->value("/metadata/uid"_json_pointer, std::string());
+  options.propagation = kube::PropagationPolicy::kOrphan;
+  if (auto removed = rt.kube().remove(type, ns, name, options);
+      !removed && removed.error().kind != kube::ErrorKind::kNotFound) {
+    return "applying " + what + ": " + error.message +
+           "; deleting it to make it anew: " + removed.error().message;
+  }
+  log::info(
+      "operator.replaced",
+      {{"kind", type.kind}, {"object", ns + "/" + name}, {"pods", "kept"}, {"why", error.message}});
+  return what + " had fields that cannot change set otherwise (" + error.message +
+         "): deleted with its pods left running, to be made anew";
+}
+
+}  // namespace
+
 kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
                                  std::map<std::string, json>* stored, AppliedObjects* applied,
                                  const ResourceCache* cache) {
@@ -65,8 +120,12 @@ kube::ReconcileOutcome apply_all(Runtime& rt, const std::vector<json>& objects,
     }
     auto result = rt.apply(object);
     if (!result) {
-      return fail("applying " + object.value("kind", "") + " " +
-                  object["metadata"].value("name", "") + ": " + result.error().message);
+      const std::string what =
+          object.value("kind", "") + " " + object["metadata"].value("name", "");
+      if (immutable_fields_differ(object, result.error())) {
+        return fail(replace_keeping_pods(rt, object, what, result.error()));
+      }
+      return fail("applying " + what + ": " + result.error().message);
     }
     if (applied != nullptr) {
       applied->remember(object, *result);
@@ -158,6 +217,72 @@ std::string key_hash(const std::string& key) {
 
 std::string active_slurmctld(const slurm::Ping& ping) {
   return ping.responding ? ping.hostname : "";
+}
+
+bool adoption_in_force(const api::ObjectMeta& meta) {
+  const auto it = meta.annotations.find(std::string(api::kAnnotationAdoptedGeneration));
+  return it != meta.annotations.end() && it->second == std::to_string(meta.generation);
+}
+
+bool reconciled_before(const std::vector<api::Condition>& conditions) {
+  return find_condition(conditions, "Ready") != nullptr;
+}
+
+kube::Result<Done> record_adoption(Runtime& rt, const kube::ResourceType& type,
+                                   const api::ObjectMeta& meta, const std::string& what,
+                                   const std::string& revision) {
+  json annotations = {{api::kAnnotationAdoptedGeneration, std::to_string(meta.generation)}};
+  if (!revision.empty()) {
+    annotations[api::kAnnotationAdoptedRevision] = revision;
+  }
+  const json patch = {
+      {"metadata", {{"annotations", annotations}, {"resourceVersion", meta.resource_version}}}};
+  auto patched =
+      rt.kube().patch(type, meta.namespace_name, meta.name, kube::PatchType::kMerge, patch);
+  if (!patched) {
+    return fail(patched.error());
+  }
+  const std::string message =
+      "adopted " + what + " as the previous operator made it, at generation " +
+      std::to_string(meta.generation) + ": kept until the spec changes, nothing restarted";
+  rt.events().normal({type.api_version(), type.kind, meta.namespace_name, meta.name, meta.uid},
+                     "Adopted", message);
+  log::info("operator.adopted", {{"kind", type.kind},
+                                 {"object", meta.namespace_name + "/" + meta.name},
+                                 {"generation", std::to_string(meta.generation)},
+                                 {"what", what}});
+  return Done{};
+}
+
+kube::Result<bool> keep_adopted(Runtime& rt, const kube::ResourceType& type,
+                                const api::ObjectMeta& meta,
+                                const std::vector<api::Condition>& conditions,
+                                const kube::ResourceType& workload,
+                                const std::string& workload_name) {
+  if (adoption_in_force(meta)) {
+    return true;
+  }
+  if (reconciled_before(conditions)) {
+    return false;
+  }
+  auto found = rt.kube().get(workload, meta.namespace_name, workload_name);
+  if (!found) {
+    if (found.error().kind == kube::ErrorKind::kNotFound) {
+      return false;  // a new resource: Tightrope makes its workload
+    }
+    return fail(found.error());
+  }
+  // Tightrope's own (applied before its first Ready was written, which then failed): not adopted.
+  for (const auto& m : found->value("/metadata/managedFields"_json_pointer, json::array())) {
+    if (m.value("manager", "") == api::kFieldManager && m.value("operation", "") == "Apply") {
+      return false;
+    }
+  }
+  if (auto recorded = record_adoption(rt, type, meta, workload.kind + " " + workload_name);
+      !recorded) {
+    return fail(recorded.error());
+  }
+  return true;
 }
 
 }  // namespace tightrope::op

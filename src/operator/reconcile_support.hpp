@@ -25,6 +25,12 @@ namespace tightrope::op {
 api::ObjectMeta meta_of(const kube::Document& doc);
 std::vector<api::Condition> conditions_of(const kube::Document& doc);
 
+// Why a resource is not ready, and when to look again.
+struct NotReady {
+  Readiness why;
+  kube::ReconcileOutcome next;
+};
+
 // After a failure the work queue retries with backoff (capped by the queue's max delay).
 kube::ReconcileOutcome retry();
 kube::ReconcileOutcome after(std::chrono::milliseconds delay);
@@ -148,6 +154,31 @@ std::string active_slurmctld(const slurm::Ping& ping);
 // HA: how often a Controller's reconcile asks which slurmctld is in control, at most, so that
 // the Service follows a failover within seconds rather than a doctor's check period.
 inline constexpr std::chrono::seconds kActiveSlurmctldPeriod{5};
+
+// ---- A move from another operator of these kinds (Slinky's slurm-operator).
+// A resource Tightrope has never reconciled (no Ready condition of its own: Slinky writes none)
+// whose workload another operator made is adopted: what that operator made is kept as it is,
+// its pods running on, until the resource's spec changes. The generation it was adopted at is
+// kept on the resource (kAnnotationAdoptedGeneration); the adoption ends when the generation
+// moves past it, and the resource's objects are then built and applied as Tightrope's.
+
+// Whether the resource is adopted at its current generation.
+bool adoption_in_force(const api::ObjectMeta& meta);
+// Whether Tightrope has reconciled the resource before (its Ready condition).
+bool reconciled_before(const std::vector<api::Condition>& conditions);
+// Records the adoption on the resource (with the pods' revision for a NodeSet), with an Event
+// that says what is kept. Precondition on the resourceVersion the decision was made from.
+kube::Result<Done> record_adoption(Runtime& rt, const kube::ResourceType& type,
+                                   const api::ObjectMeta& meta, const std::string& what,
+                                   const std::string& revision = "");
+// For the kinds with one workload (StatefulSet or Deployment): true while the workload is kept
+// as adopted, the adoption recorded here when the resource was never reconciled and `workload`
+// exists. An error when that cannot be known or recorded: nothing may be written over first.
+kube::Result<bool> keep_adopted(Runtime& rt, const kube::ResourceType& type,
+                                const api::ObjectMeta& meta,
+                                const std::vector<api::Condition>& conditions,
+                                const kube::ResourceType& workload,
+                                const std::string& workload_name);
 
 // sha256 of a key, "" for none.
 std::string key_hash(const std::string& key);

@@ -95,6 +95,54 @@ std::optional<Readiness> ControllerReconciler::read_inputs(const api::Controller
   return std::nullopt;
 }
 
+std::optional<Readiness> ControllerReconciler::apply_controller_objects(
+    const api::Controller& c, const build::ControllerInputs& in, std::vector<json>& objects,
+    std::map<std::string, json>& stored) {
+  const std::string& ns = c.metadata.namespace_name;
+  // Discovery is asked only while a ServiceMonitor is wanted; one that is not is pruned if the
+  // CRD was there when last asked.
+  const bool want_monitor = c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled;
+  const bool monitors = runtime_.serves("monitoring.coreos.com/v1", "ServiceMonitor",
+                                        want_monitor && !c.spec.external);
+  objects = build::build_controller_objects(c, in, monitors);
+  if (auto applied = apply_all(runtime_, objects, &stored, &applied_, &cache_); !applied) {
+    return Readiness{false, "ApplyFailed", applied.error()};
+  }
+  // The headless Service and the budget all NodeSets of the cluster share, each NodeSet an
+  // owner: written here, once for all of them. With no NodeSet left they go (garbage collection).
+  std::vector<api::NodeSet> workers;
+  for (const auto& n : in.nodesets) {
+    if (!n.metadata.deleting) {
+      workers.push_back(n);
+    }
+  }
+  if (!workers.empty()) {
+    if (auto applied = apply_all(
+            runtime_,
+            {build::build_worker_service(c, workers), build::build_worker_pdb(c, workers)}, nullptr,
+            &applied_, &cache_);
+        !applied) {
+      return Readiness{false, "ApplyFailed", applied.error()};
+    }
+  }
+  // What the spec no longer asks for.
+  std::vector<std::pair<const kube::ResourceType*, std::string>> unwanted;
+  if (monitors && (!want_monitor || c.spec.external)) {
+    unwanted.emplace_back(&resources::service_monitors(), build::controller_service_name(c));
+  }
+  if (c.spec.external) {
+    unwanted.emplace_back(&kube::resources::stateful_sets(), build::controller_statefulset_name(c));
+    unwanted.emplace_back(&kube::resources::services(), build::controller_service_name(c));
+    unwanted.emplace_back(&kube::resources::services(), build::controller_headless_service_name(c));
+  }
+  for (const auto& [t, name] : unwanted) {
+    if (auto removed = runtime_.remove_owned(*t, ns, name, c.metadata.uid); !removed) {
+      return Readiness{false, "PruneFailed", removed.error().message};
+    }
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& request) {
   const auto doc = cache_.get(resources::controllers(), request.key());
   if (!doc || doc->meta.deleting) {
@@ -116,54 +164,29 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     return report(runtime_, type, c.metadata, before, conditions, ready, std::move(next));
   };
 
-  build::ControllerInputs in;
-  if (auto problem = read_inputs(c, in)) {
-    return not_ready(*problem, retry());
+  // Moved from another operator: its slurmctld, slurm.conf and Services stay as they are, and
+  // slurmctld runs on, until the spec changes.
+  bool adopted = false;
+  if (!c.spec.external) {
+    auto kept = keep_adopted(runtime_, type, c.metadata, before, kube::resources::stateful_sets(),
+                             build::controller_statefulset_name(c));
+    if (!kept) {
+      return retry();  // nothing written before the adoption is known
+    }
+    adopted = *kept;
   }
-  if (auto errors = build::check_controller_config(c, in); !errors.empty()) {
-    return not_ready({false, "InvalidConfig", api::join(errors)}, settled());
-  }
-
-  // Discovery is asked only while a ServiceMonitor is wanted; one that is not is pruned if the
-  // CRD was there when last asked.
-  const bool want_monitor = c.spec.metrics.enabled && c.spec.metrics.service_monitor.enabled;
-  const bool monitors = runtime_.serves("monitoring.coreos.com/v1", "ServiceMonitor",
-                                        want_monitor && !c.spec.external);
-  const auto objects = build::build_controller_objects(c, in, monitors);
   std::map<std::string, json> stored;
-  if (auto applied = apply_all(runtime_, objects, &stored, &applied_, &cache_); !applied) {
-    return not_ready({false, "ApplyFailed", applied.error()}, retry());
-  }
-  // The headless Service and the budget all NodeSets of the cluster share, each NodeSet an
-  // owner: written here, once for all of them. With no NodeSet left they go (garbage collection).
-  std::vector<api::NodeSet> workers;
-  for (const auto& n : in.nodesets) {
-    if (!n.metadata.deleting) {
-      workers.push_back(n);
+  std::vector<json> objects;
+  build::ControllerInputs in;
+  if (!adopted) {
+    if (auto problem = read_inputs(c, in)) {
+      return not_ready(*problem, retry());
     }
-  }
-  if (!workers.empty()) {
-    if (auto applied = apply_all(
-            runtime_,
-            {build::build_worker_service(c, workers), build::build_worker_pdb(c, workers)}, nullptr,
-            &applied_, &cache_);
-        !applied) {
-      return not_ready({false, "ApplyFailed", applied.error()}, retry());
+    if (auto errors = build::check_controller_config(c, in); !errors.empty()) {
+      return not_ready({false, "InvalidConfig", api::join(errors)}, settled());
     }
-  }
-  // What the spec no longer asks for.
-  std::vector<std::pair<const kube::ResourceType*, std::string>> unwanted;
-  if (monitors && (!want_monitor || c.spec.external)) {
-    unwanted.emplace_back(&resources::service_monitors(), build::controller_service_name(c));
-  }
-  if (c.spec.external) {
-    unwanted.emplace_back(&kube::resources::stateful_sets(), build::controller_statefulset_name(c));
-    unwanted.emplace_back(&kube::resources::services(), build::controller_service_name(c));
-    unwanted.emplace_back(&kube::resources::services(), build::controller_headless_service_name(c));
-  }
-  for (const auto& [t, name] : unwanted) {
-    if (auto removed = runtime_.remove_owned(*t, ns, name, c.metadata.uid); !removed) {
-      return not_ready({false, "PruneFailed", removed.error().message}, retry());
+    if (auto done = apply_controller_objects(c, in, objects, stored)) {
+      return not_ready(*done, retry());
     }
   }
 
@@ -183,7 +206,9 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
   if (const auto client = runtime_.slurm().get(request.key()); client && reachable) {
     next = after(std::chrono::duration_cast<std::chrono::milliseconds>(
         runtime_.options().slurm_check_period));
-    diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
+    if (!adopted) {  // the doctor's checks compare what Tightrope builds
+      diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
+    }
     if (c.spec.ha.enabled && !c.spec.external) {
       follow_active_slurmctld(c, *client);
       next = after(std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
@@ -333,6 +358,33 @@ void ControllerReconciler::diagnose(const api::Controller& c, const json& doc,
 
 // ---- RestApi.
 
+std::optional<Readiness> RestApiReconciler::apply_restapi_objects(
+    const api::RestApi& r, const api::Controller& controller, std::map<std::string, json>& stored) {
+  const std::string& ns = r.metadata.namespace_name;
+  build::RestApiInputs in{controller, "", ""};
+  if (!controller.spec.external) {
+    const SecretKey slurm_key =
+        read_secret_key(runtime_, ns, controller.spec.slurm_key_ref, "Controller spec.slurmKeyRef");
+    if (!slurm_key.problem.ready) {
+      return slurm_key.problem;
+    }
+    in.slurm_key_hash = key_hash(slurm_key.value);
+  }
+  auto config = runtime_.config_map_data(ns, build::controller_config_map_name(controller));
+  if (!config) {
+    return Readiness{false, "ControllerConfigNotReady",
+                     "ConfigMap " + ns + "/" + build::controller_config_map_name(controller) +
+                         " with slurm.conf is not there yet: " + config.error().message};
+  }
+  in.config_hash = build::sha256_hex((*config)["slurm.conf"]);
+  if (auto applied =
+          apply_all(runtime_, build::build_restapi_objects(r, in), &stored, &applied_, &cache_);
+      !applied) {
+    return Readiness{false, "ApplyFailed", applied.error()};
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request) {
   const auto doc = cache_.get(resources::restapis(), request.key());
   if (!doc || doc->meta.deleting) {
@@ -357,28 +409,16 @@ kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request
                           " (spec.controllerRef) does not exist"},
                      settled());
   }
-  build::RestApiInputs in{*controller, "", ""};
-  if (!controller->spec.external) {
-    const SecretKey slurm_key = read_secret_key(runtime_, ns, controller->spec.slurm_key_ref,
-                                                "Controller spec.slurmKeyRef");
-    if (!slurm_key.problem.ready) {
-      return not_ready(slurm_key.problem, retry());
-    }
-    in.slurm_key_hash = key_hash(slurm_key.value);
+  auto kept = keep_adopted(runtime_, type, r.metadata, before, kube::resources::deployments(),
+                           build::restapi_name(r));
+  if (!kept) {
+    return retry();  // nothing written before the adoption is known
   }
-  auto config = runtime_.config_map_data(ns, build::controller_config_map_name(*controller));
-  if (!config) {
-    return not_ready({false, "ControllerConfigNotReady",
-                      "ConfigMap " + ns + "/" + build::controller_config_map_name(*controller) +
-                          " with slurm.conf is not there yet: " + config.error().message},
-                     retry());
-  }
-  in.config_hash = build::sha256_hex((*config)["slurm.conf"]);
   std::map<std::string, json> stored;
-  if (auto applied =
-          apply_all(runtime_, build::build_restapi_objects(r, in), &stored, &applied_, &cache_);
-      !applied) {
-    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  if (!*kept) {
+    if (auto problem = apply_restapi_objects(r, *controller, stored)) {
+      return not_ready(*problem, retry());
+    }
   }
   const int64_t available = owned_status_int(runtime_, stored, kube::resources::deployments(), ns,
                                              build::restapi_name(r), "availableReplicas");
@@ -394,6 +434,51 @@ kube::ReconcileOutcome RestApiReconciler::reconcile(const kube::Request& request
 }
 
 // ---- Accounting.
+
+std::optional<NotReady> AccountingReconciler::apply_accounting_objects(
+    const api::Accounting& a, std::map<std::string, json>& stored) {
+  const std::string& ns = a.metadata.namespace_name;
+  auto extra = slurm::parse_slurm_conf(a.spec.extra_conf, "extraConf");
+  if (!extra) {
+    return NotReady{{false, "InvalidConfig", "spec.extraConf: " + extra.error().to_string()},
+                    settled()};
+  }
+  slurm::OwnedConf owned;
+  for (const auto& key : build::owned_slurmdbd_conf_keys()) {
+    owned.keys.insert(key);
+  }
+  if (auto errors = slurm::validate_extra_conf(*extra, owned); !errors.empty()) {
+    std::string message;
+    for (const auto& e : errors) {
+      message += (message.empty() ? "spec.extraConf: " : "; ") + e.to_string();
+    }
+    return NotReady{{false, "InvalidConfig", message}, settled()};
+  }
+  build::AccountingInputs in;
+  const SecretKey slurm_key =
+      read_secret_key(runtime_, ns, a.spec.slurm_key_ref, "spec.slurmKeyRef");
+  if (!slurm_key.problem.ready) {
+    return NotReady{slurm_key.problem, retry()};
+  }
+  in.slurm_key_hash = key_hash(slurm_key.value);
+  const SecretKey jwt = read_secret_key(runtime_, ns, *a.spec.jwt_key(), "spec.jwtKeyRef");
+  if (!jwt.problem.ready) {
+    return NotReady{jwt.problem, retry()};
+  }
+  in.jwt_key_hash = key_hash(jwt.value);
+  const SecretKey password = read_secret_key(runtime_, ns, a.spec.storage_config.password_key_ref,
+                                             "spec.storageConfig.passwordKeyRef");
+  if (!password.problem.ready) {
+    return NotReady{password.problem, retry()};
+  }
+  in.storage_password = password.value;
+  if (auto applied =
+          apply_all(runtime_, build::build_accounting_objects(a, in), &stored, &applied_, &cache_);
+      !applied) {
+    return NotReady{{false, "ApplyFailed", applied.error()}, retry()};
+  }
+  return std::nullopt;
+}
 
 kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& request) {
   const auto doc = cache_.get(resources::accountings(), request.key());
@@ -425,45 +510,16 @@ kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& requ
                           std::to_string(a.spec.external_config.port)},
                      settled());
   }
-  auto extra = slurm::parse_slurm_conf(a.spec.extra_conf, "extraConf");
-  if (!extra) {
-    return not_ready({false, "InvalidConfig", "spec.extraConf: " + extra.error().to_string()},
-                     settled());
+  auto kept = keep_adopted(runtime_, type, a.metadata, before, kube::resources::stateful_sets(),
+                           build::accounting_name(a));
+  if (!kept) {
+    return retry();  // nothing written before the adoption is known
   }
-  slurm::OwnedConf owned;
-  for (const auto& key : build::owned_slurmdbd_conf_keys()) {
-    owned.keys.insert(key);
-  }
-  if (auto errors = slurm::validate_extra_conf(*extra, owned); !errors.empty()) {
-    std::string message;
-    for (const auto& e : errors) {
-      message += (message.empty() ? "spec.extraConf: " : "; ") + e.to_string();
-    }
-    return not_ready({false, "InvalidConfig", message}, settled());
-  }
-  build::AccountingInputs in;
-  const SecretKey slurm_key =
-      read_secret_key(runtime_, ns, a.spec.slurm_key_ref, "spec.slurmKeyRef");
-  if (!slurm_key.problem.ready) {
-    return not_ready(slurm_key.problem, retry());
-  }
-  in.slurm_key_hash = key_hash(slurm_key.value);
-  const SecretKey jwt = read_secret_key(runtime_, ns, *a.spec.jwt_key(), "spec.jwtKeyRef");
-  if (!jwt.problem.ready) {
-    return not_ready(jwt.problem, retry());
-  }
-  in.jwt_key_hash = key_hash(jwt.value);
-  const SecretKey password = read_secret_key(runtime_, ns, a.spec.storage_config.password_key_ref,
-                                             "spec.storageConfig.passwordKeyRef");
-  if (!password.problem.ready) {
-    return not_ready(password.problem, retry());
-  }
-  in.storage_password = password.value;
   std::map<std::string, json> stored;
-  if (auto applied =
-          apply_all(runtime_, build::build_accounting_objects(a, in), &stored, &applied_, &cache_);
-      !applied) {
-    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  if (!*kept) {
+    if (auto problem = apply_accounting_objects(a, stored)) {
+      return not_ready(problem->why, problem->next);
+    }
   }
   const int64_t ready_pods = owned_status_int(runtime_, stored, kube::resources::stateful_sets(),
                                               ns, build::accounting_name(a), "readyReplicas");
@@ -475,6 +531,42 @@ kube::ReconcileOutcome AccountingReconciler::reconcile(const kube::Request& requ
 
 // ---- LoginSet.
 
+std::optional<NotReady> LoginSetReconciler::apply_loginset_objects(
+    const api::LoginSet& l, const api::Controller& controller,
+    std::map<std::string, json>& stored) {
+  const std::string& ns = l.metadata.namespace_name;
+  build::LoginSetInputs in{controller, {}, "", ""};
+  const SecretKey slurm_key =
+      read_secret_key(runtime_, ns, controller.spec.slurm_key_ref, "Controller spec.slurmKeyRef");
+  if (!slurm_key.problem.ready) {
+    return NotReady{slurm_key.problem, retry()};
+  }
+  in.slurm_key_hash = key_hash(slurm_key.value);
+  const SecretKey sssd = read_secret_key(runtime_, ns, l.spec.sssd_conf_ref, "spec.sssdConfRef");
+  if (!sssd.problem.ready) {
+    return NotReady{sssd.problem, retry()};
+  }
+  // sssd.conf is mounted from the user's Secret: its hash rolls the login pods when it changes.
+  in.sssd_conf_hash = key_hash(sssd.value);
+  // Host keys are made once: a login node whose keys changed looks like an attack to users.
+  auto keys = runtime_.secret_data(ns, build::loginset_host_keys_name(l));
+  if (keys) {
+    in.host_keys = std::move(*keys);
+  } else if (keys.error().kind == kube::ErrorKind::kNotFound) {
+    in.host_keys = generate_ssh_host_keys();
+    log::info("loginset.host_keys_generated",
+              {{"loginset", kube::object_key(ns, l.metadata.name)}});
+  } else {
+    return NotReady{{false, "SecretUnreadable", keys.error().message}, retry()};
+  }
+  if (auto applied =
+          apply_all(runtime_, build::build_loginset_objects(l, in), &stored, &applied_, &cache_);
+      !applied) {
+    return NotReady{{false, "ApplyFailed", applied.error()}, retry()};
+  }
+  return std::nullopt;
+}
+
 kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& request) {
   const auto doc = cache_.get(resources::loginsets(), request.key());
   if (!doc || doc->meta.deleting) {
@@ -482,8 +574,8 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
   }
   const kube::ResourceType& type = resources::loginsets();
   // Slinky's CRD requires status.selector in every status written.
-  const std::string selector = std::string(api::kLabelName) + "=login," +
-                               std::string(api::kLabelInstance) + "=" + doc->meta.name;
+  const std::string selector = std::string(api::kLabelInstance) + "=" + doc->meta.name + "," +
+                               std::string(api::kLabelName) + "=login";
   auto loaded = load(runtime_, type, *doc, &api::decode_loginset, {{"selector", selector}});
   if (!loaded) {
     return settled();
@@ -504,34 +596,16 @@ kube::ReconcileOutcome LoginSetReconciler::reconcile(const kube::Request& reques
                           " (spec.controllerRef) does not exist"},
                      settled());
   }
-  build::LoginSetInputs in{*controller, {}, "", ""};
-  const SecretKey slurm_key =
-      read_secret_key(runtime_, ns, controller->spec.slurm_key_ref, "Controller spec.slurmKeyRef");
-  if (!slurm_key.problem.ready) {
-    return not_ready(slurm_key.problem, retry());
-  }
-  in.slurm_key_hash = key_hash(slurm_key.value);
-  const SecretKey sssd = read_secret_key(runtime_, ns, l.spec.sssd_conf_ref, "spec.sssdConfRef");
-  if (!sssd.problem.ready) {
-    return not_ready(sssd.problem, retry());
-  }
-  // sssd.conf is mounted from the user's Secret: its hash rolls the login pods when it changes.
-  in.sssd_conf_hash = key_hash(sssd.value);
-  // Host keys are made once: a login node whose keys changed looks like an attack to users.
-  auto keys = runtime_.secret_data(ns, build::loginset_host_keys_name(l));
-  if (keys) {
-    in.host_keys = std::move(*keys);
-  } else if (keys.error().kind == kube::ErrorKind::kNotFound) {
-    in.host_keys = generate_ssh_host_keys();
-    log::info("loginset.host_keys_generated", {{"loginset", request.key()}});
-  } else {
-    return not_ready({false, "SecretUnreadable", keys.error().message}, retry());
+  auto kept = keep_adopted(runtime_, type, l.metadata, before, kube::resources::deployments(),
+                           build::loginset_name(l));
+  if (!kept) {
+    return retry();  // nothing written before the adoption is known
   }
   std::map<std::string, json> stored;
-  if (auto applied =
-          apply_all(runtime_, build::build_loginset_objects(l, in), &stored, &applied_, &cache_);
-      !applied) {
-    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  if (!*kept) {
+    if (auto problem = apply_loginset_objects(l, *controller, stored)) {
+      return not_ready(problem->why, problem->next);
+    }
   }
   const int64_t available = owned_status_int(runtime_, stored, kube::resources::deployments(), ns,
                                              build::loginset_name(l), "availableReplicas");

@@ -24,6 +24,13 @@ class ControllerReconciler : public ResourceReconciler {
   // cliques, the Accounting, the referenced ConfigMaps, the keys' hashes); why not, if a
   // ConfigMap or Secret cannot be read.
   std::optional<Readiness> read_inputs(const api::Controller& c, build::ControllerInputs& in);
+  // Applies slurmctld's objects, the workers' Service and budget, and prunes what the spec no
+  // longer asks for; `objects` gets what was built, `stored` what was applied. Why not, if a
+  // write failed.
+  std::optional<Readiness> apply_controller_objects(const api::Controller& c,
+                                                    const build::ControllerInputs& in,
+                                                    std::vector<nlohmann::json>& objects,
+                                                    std::map<std::string, nlohmann::json>& stored);
   // The doctor's checks the operator can run (diagnosis.hpp): the Healthy condition, an Event
   // for each problem not seen at the previous check, the findings gauge.
   void diagnose(const api::Controller& c, const nlohmann::json& doc,
@@ -44,18 +51,35 @@ class RestApiReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  // Applies slurmrestd's Deployment and Service (`stored` gets them as applied); why not.
+  std::optional<Readiness> apply_restapi_objects(const api::RestApi& r,
+                                                 const api::Controller& controller,
+                                                 std::map<std::string, nlohmann::json>& stored);
 };
 
 class AccountingReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  // Builds and applies slurmdbd's objects (`stored` gets them as applied); why not.
+  std::optional<NotReady> apply_accounting_objects(const api::Accounting& a,
+                                                   std::map<std::string, nlohmann::json>& stored);
 };
 
 class LoginSetReconciler : public ResourceReconciler {
  public:
   using ResourceReconciler::ResourceReconciler;
   kube::ReconcileOutcome reconcile(const kube::Request& request) override;
+
+ private:
+  // Builds and applies the login pods' objects (`stored` gets them as applied); why not.
+  std::optional<NotReady> apply_loginset_objects(const api::LoginSet& l,
+                                                 const api::Controller& controller,
+                                                 std::map<std::string, nlohmann::json>& stored);
 };
 
 class TokenReconciler : public ResourceReconciler {

@@ -526,6 +526,9 @@ json encode_node_update(const NodeUpdate& u, const ApiVersion& v) {
   if (u.topology) {
     body[std::string(v.node_topology_update)] = *u.topology;
   }
+  if (u.address) {
+    body["address"] = json::array({*u.address});
+  }
   return body;
 }
 

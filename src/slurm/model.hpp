@@ -69,6 +69,7 @@ struct NodeUpdate {
   std::optional<std::vector<std::string>> active_features;
   std::optional<std::string> comment;
   std::optional<std::string> topology;  // "" clears it
+  std::optional<std::string> address;   // NodeAddr: where slurmctld reaches its slurmd
 };
 
 struct Job {

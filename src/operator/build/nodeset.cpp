@@ -95,8 +95,8 @@ int64_t nodeset_pod_ordinal(const api::NodeSet& n, const std::string& pod_name) 
 }
 
 std::string nodeset_selector(const std::string& nodeset_name) {
-  return std::string(api::kLabelName) + "=slurmd," + std::string(api::kLabelInstance) + "=" +
-         nodeset_name;
+  return std::string(api::kLabelInstance) + "=" + nodeset_name + "," +
+         std::string(api::kLabelName) + "=slurmd";
 }
 
 std::string worker_service_name(const api::Controller& c) {

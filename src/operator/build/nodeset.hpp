@@ -30,7 +30,8 @@ int64_t nodeset_pod_ordinal(const api::NodeSet& n, const std::string& pod_name);
 
 // Shared by every NodeSet of a Controller: the headless Service that gives worker pods DNS
 // names, and the PodDisruptionBudget that keeps evictions off pods running jobs.
-// status.selector: the label query of the NodeSet's pods, for the scale subresource (HPA).
+// status.selector: the label query of the NodeSet's pods, for the scale subresource (HPA), its
+// keys in order as Kubernetes (and so Slinky) writes a label set.
 std::string nodeset_selector(const std::string& nodeset_name);
 std::string worker_service_name(const api::Controller& c);  // slurm-workers-<controller>
 std::string worker_pdb_name(const api::Controller& c);      // slurm-workers-pdb-<controller>

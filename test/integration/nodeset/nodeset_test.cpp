@@ -289,6 +289,67 @@ TEST_F(NodeSetTest, RollingUpdateWaitsForTheRunningJob) {
   EXPECT_NE(revision_of(busy), old_revision);
 }
 
+TEST_F(NodeSetTest, PodsAnotherOperatorMadeAreAdoptedAndRunOnUntilTheSpecChanges) {
+  testing::create_nodeset(*client_, ns_, nodeset_, 2);
+  ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));
+  // The NodeSet as Slinky's operator leaves it: the pods carry its revision hash, its status
+  // names that hash at the current generation, it has no Ready condition, and no ControllerRevision
+  // is Tightrope's.
+  op_->kill_hard();
+  const std::string slinky_hash = "7b9c5d6f84";
+  std::map<std::string, std::string> uids;
+  for (const auto& p : pods()) {
+    const std::string name = p["metadata"].value("name", "");
+    uids[name] = p["metadata"].value("uid", "");
+    ASSERT_TRUE(
+        client_->patch(kube::resources::pods(), ns_, name, kube::PatchType::kMerge,
+                       {{"metadata", {{"labels", {{"controller-revision-hash", slinky_hash}}}}}}));
+  }
+  auto revisions = client_->list(kube::resources::controller_revisions(), ns_);
+  ASSERT_TRUE(revisions);
+  for (const auto& r : revisions->items) {
+    ASSERT_TRUE(client_->remove(kube::resources::controller_revisions(), ns_,
+                                r["metadata"].value("name", "")));
+  }
+  auto doc = client_->get(resources::nodesets(), ns_, nodeset_);
+  ASSERT_TRUE(doc);
+  json& status = (*doc)["status"];
+  status["nodeSetHash"] = slinky_hash;
+  status["observedGeneration"] = (*doc)["metadata"]["generation"];
+  status.erase("conditions");
+  ASSERT_TRUE(client_->update_status(resources::nodesets(), ns_, *doc));
+  const int64_t job = submit_on(nodeset_ + "-0", 20);
+  ASSERT_TRUE(eventually([&] { return job_state(job) == "RUNNING"; }, kConverge));
+
+  op_->start();
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto n = client_->get(resources::nodesets(), ns_, nodeset_);
+        return n &&
+               field<std::string>(*n, "/metadata/annotations/tightrope.slurm.net~1adopted-revision",
+                                  "") == slinky_hash &&
+               field<int64_t>(*n, "/status/updatedReplicas", 0) == 2 &&
+               !nodeset_condition("Ready").empty();
+      },
+      kConverge))
+      << describe();
+  ASSERT_TRUE(reconciled_twice());
+  for (const auto& [name, uid] : uids) {
+    EXPECT_EQ(uid_of(name), uid) << name << " was replaced";
+    EXPECT_EQ(revision_of(name), slinky_hash);
+  }
+  EXPECT_EQ(job_state(job), "RUNNING");
+
+  // The spec changes: the adopted pods are outdated and roll as any others, the busy one last.
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, nodeset_, kube::PatchType::kMerge,
+                             {{"spec", {{"slurmd", {{"image", "registry.local/slurmd:next"}}}}}}));
+  EXPECT_TRUE(eventually([&] { return rolled(2); }, kConverge)) << describe();
+  EXPECT_EQ(job_state(job), "COMPLETED");
+  for (const auto& [name, uid] : uids) {
+    EXPECT_NE(uid_of(name), uid) << name << " was not rolled";
+  }
+}
+
 TEST_F(NodeSetTest, ScheduledUpdateReplacesPodsOnlyInsideTheMaintenanceWindow) {
   testing::create_nodeset(*client_, ns_, nodeset_, 2);
   ASSERT_TRUE(eventually([&] { return all_ready_and_idle(2); }, kConverge));

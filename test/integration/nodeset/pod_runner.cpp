@@ -280,6 +280,10 @@ bool PodRunner::launch(const json& pod) {
       conf = args[i + 1].get<std::string>();
     }
   }
+  // Slinky's operator (v1.0) wraps --conf in single quotes, for its image's shell to take off.
+  if (conf.size() >= 2 && conf.front() == '\'' && conf.back() == '\'') {
+    conf = conf.substr(1, conf.size() - 2);
+  }
   // A Slurm node keeps the port it first registered with: a pod that comes back under the same
   // hostname gets the same port, as a real pod gets slurmd's 6818 again.
   int port = 0;
@@ -418,6 +422,15 @@ std::vector<std::string> PodRunner::running() const {
   std::vector<std::string> out;
   for (const auto& [name, s] : slurmd_) {
     out.push_back(name);
+  }
+  return out;
+}
+
+std::map<std::string, int> PodRunner::slurmd_pids() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, int> out;
+  for (const auto& [name, s] : slurmd_) {
+    out[name] = s.pid;
   }
   return out;
 }

@@ -57,6 +57,8 @@ class PodRunner {
   bool kill_slurmd(const std::string& pod);
   // Pods it runs now, by name.
   std::vector<std::string> running() const;
+  // The slurmd process of each pod it runs: a new one is a restart.
+  std::map<std::string, int> slurmd_pids() const;
 
  private:
   struct Slurmd {

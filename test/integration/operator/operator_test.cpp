@@ -279,6 +279,119 @@ TEST_F(OperatorTest, EditsReachTheObjectsAndAConfigChangeRollsSlurmctld) {
       [&] { return get(kube::resources::services(), "slurm-controller").has_value(); }, kConverge));
 }
 
+// A cluster another operator of these kinds made (Slinky's, before a move): each workload with
+// that operator's own pod template, owned by its resource, under the selector both use.
+json foreign_workload(const std::string& kind, const std::string& name, const std::string& app,
+                      const json& owner) {
+  const json selector = {{"app.kubernetes.io/name", app},
+                         {"app.kubernetes.io/instance", owner["metadata"]["name"]}};
+  json w = {{"apiVersion", "apps/v1"},
+            {"kind", kind},
+            {"metadata",
+             {{"name", name},
+              {"ownerReferences", json::array({{{"apiVersion", "slinky.slurm.net/v1beta1"},
+                                                {"kind", owner["kind"]},
+                                                {"name", owner["metadata"]["name"]},
+                                                {"uid", owner["metadata"]["uid"]},
+                                                {"controller", true},
+                                                {"blockOwnerDeletion", true}}})}}},
+            {"spec",
+             {{"replicas", 1},
+              {"selector", {{"matchLabels", selector}}},
+              {"template",
+               {{"metadata", {{"labels", selector}}},
+                {"spec",
+                 {{"containers",
+                   json::array({{{"name", app},
+                                 {"image", "ghcr.io/slinkyproject/" + app + ":25.05"}}})}}}}}}}};
+  if (kind == "StatefulSet") {
+    w["spec"]["serviceName"] = name;
+  }
+  return w;
+}
+
+TEST_F(OperatorTest, AClusterAnotherOperatorMadeIsAdoptedAsItIsUntilItsSpecChanges) {
+  apply_cluster();
+  const std::string slinky_conf = "ClusterName=slurm\nSlurmctldHost=slurm-controller-0\n";
+  config_map("slurm-config", {{"slurm.conf", slinky_conf}});
+  const struct {
+    const kube::ResourceType* owner_type;
+    std::string owner;
+    const kube::ResourceType* type;
+    std::string kind, name, app;
+  } made[] = {
+      {&resources::controllers(), "slurm", &kube::resources::stateful_sets(), "StatefulSet",
+       "slurm-controller", "slurmctld"},
+      {&resources::restapis(), "slurm", &kube::resources::deployments(), "Deployment",
+       "slurm-restapi", "slurmrestd"},
+      {&resources::accountings(), "slurm", &kube::resources::stateful_sets(), "StatefulSet",
+       "slurm-accounting", "slurmdbd"},
+      {&resources::loginsets(), "slurm-login", &kube::resources::deployments(), "Deployment",
+       "slurm-login", "login"},
+  };
+  // The same object with its spec as made (the controllers write status, so the
+  // resourceVersion moves anyway).
+  std::map<std::string, std::string> uids;
+  const auto spec_as_made = [&](const kube::ResourceType& type, const std::string& name) {
+    auto w = get(type, name);
+    return w && field<std::string>(*w, "/metadata/uid", "") == uids[name] &&
+           field<int64_t>(*w, "/metadata/generation", 0) == 1;
+  };
+  for (const auto& m : made) {
+    auto owner = get(*m.owner_type, m.owner);
+    ASSERT_TRUE(owner);
+    create(*m.type, foreign_workload(m.kind, m.name, m.app, *owner));
+    uids[m.name] = field<std::string>(*get(*m.type, m.name), "/metadata/uid", "");
+  }
+  start_operator();
+
+  // Each resource says it adopted what it found and reports on it, writing nothing over it.
+  for (const auto& m : made) {
+    EXPECT_TRUE(eventually(
+        [&] {
+          auto r = get(*m.owner_type, m.owner);
+          return r &&
+                 field<std::string>(*r,
+                                    "/metadata/annotations/"
+                                    "tightrope.slurm.net~1adopted-generation",
+                                    "") == "1" &&
+                 !ready_reason(*m.owner_type, m.owner).empty();
+        },
+        kConverge))
+        << m.owner_type->kind << " " << m.owner;
+  }
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto events = client_->list(kube::resources::events(), ns_);
+        int adopted = 0;
+        for (const auto& e : events ? events->items : json::array()) {
+          adopted += e.value("reason", "") == "Adopted" ? 1 : 0;
+        }
+        return adopted == 4;
+      },
+      kConverge));
+  // Later reconciles (the Token's, the NodeSets' none) change nothing either.
+  const int64_t seen = op_->reconciles("controller");
+  EXPECT_TRUE(eventually([&] { return op_->reconciles("controller") > seen; }, kConverge));
+  for (const auto& m : made) {
+    EXPECT_TRUE(spec_as_made(*m.type, m.name)) << m.name << " was written over";
+  }
+  EXPECT_EQ(slurm_conf(), slinky_conf);
+
+  // The Controller's spec changes: its own objects are Tightrope's from then on; the others
+  // stay adopted.
+  ASSERT_TRUE(client_->patch(resources::controllers(), ns_, "slurm", kube::PatchType::kMerge,
+                             {{"spec", {{"extraConf", "SchedulerType=sched/backfill\n"}}}}));
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("SchedulerType=sched/backfill") != std::string::npos; },
+      kConverge));
+  // Its StatefulSet had fields that cannot change (serviceName, volumeClaimTemplates) set
+  // otherwise: it is made anew, the pods left to it.
+  EXPECT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
+  EXPECT_FALSE(spec_as_made(kube::resources::stateful_sets(), "slurm-controller"));
+  EXPECT_TRUE(spec_as_made(kube::resources::deployments(), "slurm-restapi"));
+}
+
 TEST_F(OperatorTest, DeletingTheResourcesGarbageCollectsWhatTheyOwn) {
   apply_cluster();
   start_operator();

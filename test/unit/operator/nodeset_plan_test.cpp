@@ -869,6 +869,52 @@ TEST(NodeSetPlan, AScheduledUpdateMakesItsReservationUnderAFinalizerAndWaitsForS
   EXPECT_EQ(find_condition(verdict.conditions, "ReservationCreated")->reason, "WindowOpen");
 }
 
+TEST(NodeSetPlan, PodsOfAnAdoptedRevisionAreCurrentAndNoneIsReplacedOrRevisionPruned) {
+  // Moved from Slinky's operator: its pods carry its own revision hash.
+  Bed bed(2, 2);
+  bed.world.nodeset.spec.revision_history_limit = 0;
+  bed.world.revisions.emplace_back(0, "cpu-slinky");
+  for (auto& w : bed.world.pods) {
+    w.revision = "6d7f9c8b5";
+  }
+  bed.world.revisions.emplace_back(1, "6d7f9c8b5");
+  bed.world.adopted_revision = "6d7f9c8b5";
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  for (const auto& gone : all_of<DeleteRevision>(plan)) {
+    EXPECT_NE(gone.name, "6d7f9c8b5") << "the adopted pods' revision is in use";
+  }
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "stamp");
+  EXPECT_TRUE(verdict.readiness.ready) << verdict.readiness.message;
+  EXPECT_EQ(plan.status.value("updatedReplicas", int64_t{0}), 2);
+
+  // Once the spec moves past the adoption, they are outdated and roll as any others.
+  bed.world.adopted_revision.clear();
+  plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(plan.status.value("updatedReplicas", int64_t{0}), 0);
+}
+
+TEST(NodeSetPlan, ANodeAddressAnEarlierPodsSlurmdTookGoesBackToThePodThatRuns) {
+  Bed bed(2, 2);
+  bed.world.pods[0].ip = "10.244.2.7";
+  bed.world.pods[1].ip = "10.244.1.4";
+  bed.nodes["cpu-0"].address = "10.244.2.7";
+  bed.nodes["cpu-1"].address = "10.244.3.9";  // the cut-off Node's old pod registered again
+  const auto updates = all_of<UpdateSlurmNode>(bed.plan());
+  ASSERT_EQ(updates.size(), 1U);
+  EXPECT_EQ(updates[0].node, "cpu-1");
+  EXPECT_EQ(updates[0].update.address, "10.244.1.4");
+  // Not for a pod on its way out, nor one whose slurmd is not ready yet.
+  bed.world.pods[1].terminating = true;
+  EXPECT_TRUE(all_of<UpdateSlurmNode>(bed.plan()).empty());
+  bed.world.pods[1].terminating = false;
+  bed.world.pods[1].ready = false;
+  EXPECT_TRUE(all_of<UpdateSlurmNode>(bed.plan()).empty());
+}
+
 TEST(NodeSetPlan, AMissingControllerStopsThePlan) {
   Bed bed(1, 1);
   bed.world.controller.reset();

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/well_known.hpp"
 #include "samples.hpp"
 
 namespace tightrope::op {
@@ -98,6 +99,23 @@ TEST(ActiveSlurmctld, IsTheFirstThatAnswersBackupsIncluded) {
   slurm::Ping none;
   none.hostname = "slurm-controller-1";
   EXPECT_EQ(active_slurmctld(none), "");
+}
+
+TEST(Adoption, HoldsOnlyAtTheGenerationItWasRecordedAt) {
+  api::ObjectMeta meta;
+  meta.generation = 4;
+  EXPECT_FALSE(adoption_in_force(meta));
+  meta.annotations[std::string(api::kAnnotationAdoptedGeneration)] = "4";
+  EXPECT_TRUE(adoption_in_force(meta));
+  meta.generation = 5;  // the spec changed: Tightrope builds and applies its own
+  EXPECT_FALSE(adoption_in_force(meta));
+}
+
+TEST(Adoption, OnlyAResourceTightropeNeverReconciledIsAdopted) {
+  EXPECT_FALSE(reconciled_before({}));
+  // Slinky writes no Ready condition on its resources; Tightrope always does.
+  EXPECT_FALSE(reconciled_before({{"UpdateReservation", "False", "", "", 1, ""}}));
+  EXPECT_TRUE(reconciled_before({{"Ready", "False", "ApplyFailed", "", 1, ""}}));
 }
 
 }  // namespace
