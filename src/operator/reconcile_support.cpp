@@ -259,18 +259,20 @@ kube::Result<bool> keep_adopted(Runtime& rt, const kube::ResourceType& type,
                                 const std::vector<api::Condition>& conditions,
                                 const kube::ResourceType& workload,
                                 const std::string& workload_name) {
-  if (adoption_in_force(meta)) {
-    return true;
-  }
-  if (reconciled_before(conditions)) {
+  const bool in_force = adoption_in_force(meta);
+  if (!in_force && reconciled_before(conditions)) {
     return false;
   }
+  // Read, not taken from the cache: it holds only objects with Tightrope's labels.
   auto found = rt.kube().get(workload, meta.namespace_name, workload_name);
   if (!found) {
     if (found.error().kind == kube::ErrorKind::kNotFound) {
-      return false;  // a new resource: Tightrope makes its workload
+      return false;  // a new resource, or the adopted workload deleted: Tightrope makes it
     }
     return fail(found.error());
+  }
+  if (in_force) {
+    return true;
   }
   // Tightrope's own (applied before its first Ready was written, which then failed): not adopted.
   for (const auto& m : found->value("/metadata/managedFields"_json_pointer, json::array())) {

@@ -172,8 +172,9 @@ kube::Result<Done> record_adoption(Runtime& rt, const kube::ResourceType& type,
                                    const api::ObjectMeta& meta, const std::string& what,
                                    const std::string& revision = "");
 // For the kinds with one workload (StatefulSet or Deployment): true while the workload is kept
-// as adopted, the adoption recorded here when the resource was never reconciled and `workload`
-// exists. An error when that cannot be known or recorded: nothing may be written over first.
+// as adopted (and still exists), the adoption recorded here when the resource was never
+// reconciled and `workload` exists but was not applied by Tightrope. An error when that cannot
+// be known or recorded: nothing may be written over first.
 kube::Result<bool> keep_adopted(Runtime& rt, const kube::ResourceType& type,
                                 const api::ObjectMeta& meta,
                                 const std::vector<api::Condition>& conditions,

@@ -390,6 +390,13 @@ TEST_F(OperatorTest, AClusterAnotherOperatorMadeIsAdoptedAsItIsUntilItsSpecChang
   EXPECT_TRUE(eventually([&] { return !config_hash().empty(); }, kConverge));
   EXPECT_FALSE(spec_as_made(kube::resources::stateful_sets(), "slurm-controller"));
   EXPECT_TRUE(spec_as_made(kube::resources::deployments(), "slurm-restapi"));
+
+  // Taking the annotation off ends an adoption with no change of the spec.
+  ASSERT_TRUE(client_->patch(
+      resources::restapis(), ns_, "slurm", kube::PatchType::kMerge,
+      {{"metadata", {{"annotations", {{"tightrope.slurm.net/adopted-generation", nullptr}}}}}}));
+  EXPECT_TRUE(eventually(
+      [&] { return !spec_as_made(kube::resources::deployments(), "slurm-restapi"); }, kConverge));
 }
 
 TEST_F(OperatorTest, DeletingTheResourcesGarbageCollectsWhatTheyOwn) {
