@@ -24,6 +24,7 @@
 #include "../test/integration/nodeset/nodeset_support.hpp"
 #include "../test/integration/nodeset/pod_runner.hpp"
 #include "../test/integration/operator/operator_support.hpp"
+#include "harness.hpp"
 #include "operator/resources.hpp"
 #include "scale/counting_proxy.hpp"
 #include "scale/operator_under_test.hpp"
@@ -38,8 +39,11 @@ namespace kube = tightrope::kube;
 namespace slurm = tightrope::slurm;
 namespace op = tightrope::op;
 using tightrope::bench::CountingProxy;
+using tightrope::bench::has_condition;
 using tightrope::bench::kSlinkyRestPort;
+using tightrope::bench::must;
 using tightrope::bench::OperatorUnderTest;
+using tightrope::bench::since;
 using tightrope::testing::TestBed;
 
 struct Options {
@@ -54,17 +58,6 @@ const char* const kNodeSet = "move";
 // A worker settles when its slurmd has registered and the operator has written its state.
 constexpr std::chrono::seconds kSettle{300};
 
-double since(Steady::time_point t) {
-  return std::chrono::duration<double>(Steady::now() - t).count();
-}
-
-template <typename Result>
-void must(const Result& r, const std::string& what) {
-  if (!r) {
-    throw std::runtime_error(what + ": " + r.error().message);
-  }
-}
-
 template <typename Pred>
 bool wait_for(std::chrono::seconds limit, Pred pred) {
   const auto deadline = Steady::now() + limit;
@@ -75,15 +68,6 @@ bool wait_for(std::chrono::seconds limit, Pred pred) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   return true;
-}
-
-bool has_condition(const json& object, const std::string& type) {
-  for (const auto& c : object.value("/status/conditions"_json_pointer, json::array())) {
-    if (c.value("type", "") == type && c.value("status", "") == "True") {
-      return true;
-    }
-  }
-  return false;
 }
 
 // What a move must not change, at one moment.
@@ -391,12 +375,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        throw std::runtime_error(a + " needs a value");
-      }
-      return argv[++i];
-    };
+    const auto value = [&] { return tightrope::bench::option_value(argc, argv, i); };
     if (a == "--slinky") {
       o.slinky = value();
     } else if (a == "--slinky-crds") {

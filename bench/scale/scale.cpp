@@ -50,6 +50,7 @@
 #include "../test/integration/nodeset/nodeset_support.hpp"
 #include "../test/integration/operator/operator_support.hpp"
 #include "footprint.hpp"
+#include "harness.hpp"
 #include "http.hpp"
 #include "kube/informer.hpp"
 #include "operator/resources.hpp"
@@ -73,9 +74,12 @@ using tightrope::bench::audit_between;
 using tightrope::bench::AuditCount;
 using tightrope::bench::CountingProxy;
 using tightrope::bench::file_size;
+using tightrope::bench::has_condition;
 using tightrope::bench::HollowKubelet;
 using tightrope::bench::kSlinkyRestPort;
+using tightrope::bench::must;
 using tightrope::bench::OperatorUnderTest;
+using tightrope::bench::since;
 using tightrope::bench::top;
 using tightrope::bench::Usage;
 using tightrope::bench::usage_of;
@@ -102,17 +106,6 @@ struct BenchImages {
   const char* slurmrestd = "hollow-slurmrestd";
 };
 constexpr BenchImages kBenchImages;
-
-template <typename Result>
-void must(const Result& r, const std::string& what) {
-  if (!r) {
-    throw std::runtime_error(what + ": " + r.error().message);
-  }
-}
-
-double since(Steady::time_point t) {
-  return std::chrono::duration<double>(Steady::now() - t).count();
-}
 
 // --- the operator process and its footprint ------------------------------------------------
 
@@ -199,19 +192,6 @@ class Sampler {
 
 // --- pods as the harness sees them ----------------------------------------------------------
 
-bool has_condition(const json& pod, const std::string& type) {
-  const json* status = pod.contains("status") ? &pod["status"] : nullptr;
-  if (status == nullptr || !status->contains("conditions")) {
-    return false;
-  }
-  for (const auto& c : (*status)["conditions"]) {
-    if (c.value("type", "") == type && c.value("status", "") == "True") {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Polls `pred` every `every` until it holds (seconds since `start`) or `limit` passes (-1).
 template <typename Pred>
 double time_until(Steady::time_point start, std::chrono::milliseconds every, double limit,
@@ -258,12 +238,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        throw std::invalid_argument(a + " needs a value");
-      }
-      return argv[++i];
-    };
+    const auto value = [&] { return tightrope::bench::option_value(argc, argv, i); };
     if (a == "--nodes") {
       o.nodes = std::stoi(value());
     } else if (a == "--out") {
