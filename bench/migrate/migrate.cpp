@@ -6,7 +6,9 @@
 //
 // Slinky's operator (cmd/manager, unchanged, over its release's CRDs) makes a NodeSet of N
 // workers of an external Controller (the bed's slurmctld); the test-only pod runner plays the
-// kubelet, running a real slurmd for each pod. A job runs on every worker. Then, as a site moves:
+// kubelet, running a real slurmd for each pod. A job runs on every worker. A second Controller
+// keeps slurmctld in a pod: Slinky's StatefulSet and the pod the controller-manager makes for it
+// (not run: no kubelet runs it here) are counted as they are. Then, as a site moves:
 //   1. Slinky's operator stops; Tightrope's CRDs replace Slinky's in place; Tightrope's operator
 //      starts and takes the cluster over;
 //   2. back: Tightrope's operator stops, Slinky's CRDs come back, Slinky's operator starts.
@@ -55,6 +57,9 @@ struct Options {
 };
 
 const char* const kNodeSet = "move";
+// A second Controller, slurmctld in a pod: Slinky's operator makes its StatefulSet (and the
+// controller-manager its pod, which the pod runner does not run: no kubelet runs it here).
+const char* const kInPod = "inpod";
 // A worker settles when its slurmd has registered and the operator has written its state.
 constexpr std::chrono::seconds kSettle{300};
 
@@ -76,6 +81,9 @@ struct Snapshot {
   std::map<std::string, int> slurmd;        // pod name -> slurmd pid, from the pod runner
   json status;                              // the NodeSet's, without conditions
   std::string job_state;
+  // slurmctld's StatefulSet and pod, by name -> "uid generation" (the pod's generation counts
+  // changes of its spec): what Slinky's operator made for a Controller in pods.
+  std::map<std::string, std::string> controller;
 };
 
 class Move {
@@ -113,6 +121,17 @@ class Move {
     runner_->start();
 
     json result = {{"workers", o_.workers}, {"job_seconds", o_.job_seconds}};
+    must(client_->create(op::resources::controllers(), ns_,
+                         {{"apiVersion", "slinky.slurm.net/v1beta1"},
+                          {"kind", "Controller"},
+                          {"metadata", {{"name", kInPod}}},
+                          {"spec",
+                           {{"slurmKeyRef", {{"name", "slurm-key"}, {"key", "slurm.key"}}},
+                            {"jwtHs256KeyRef", {{"name", "jwt-key"}, {"key", "jwt.key"}}},
+                            {"slurmctld", {{"image", "slurmctld"}}},
+                            {"reconfigure", {{"image", "slurmctld"}}},
+                            {"logfile", {{"image", "logfile"}}}}}}),
+         "creating the Controller in pods");
     // Slinky's cluster, with a job on every worker.
     auto slinky = std::make_unique<OperatorUnderTest>("", o_.slinky, ns_, relay.url(),
                                                       logs / "migrate-slinky-1.log");
@@ -140,6 +159,9 @@ class Move {
       throw std::runtime_error("the job's nodes never showed ALLOCATED: " + describe());
     }
     result["slinky_wrote_slurm_pod_conditions"] = slurm_conditions_shown();
+    if (!wait_for(std::chrono::seconds(120), [&] { return snapshot().controller.size() == 2; })) {
+      throw std::runtime_error("Slinky never made slurmctld's StatefulSet and pod");
+    }
     const Snapshot under_slinky = snapshot();
     result["under_slinky"] = to_json(under_slinky);
     say("Slinky's cluster runs job " + std::to_string(job_) + " on " +
@@ -300,11 +322,24 @@ class Move {
       s.status.erase("conditions");
     }
     s.job_state = job_state();
+    const std::string sts = std::string(kInPod) + "-controller";
+    for (const auto& [type, name] : {std::pair{&kube::resources::stateful_sets(), sts},
+                                     std::pair{&kube::resources::pods(), sts + "-0"}}) {
+      if (auto got = client_->get(*type, ns_, name)) {
+        s.controller[name] =
+            got->value("/metadata/uid"_json_pointer, std::string()) + " " +
+            std::to_string(got->value("/metadata/generation"_json_pointer, int64_t{0}));
+      }
+    }
     return s;
   }
 
   static json to_json(const Snapshot& s) {
-    return {{"pods", s.pods}, {"slurmd", s.slurmd}, {"status", s.status}, {"job", s.job_state}};
+    return {{"pods", s.pods},
+            {"slurmd", s.slurmd},
+            {"status", s.status},
+            {"job", s.job_state},
+            {"controller", s.controller}};
   }
 
   // What changed since `before`: pods replaced, slurmd restarted, status fields that differ.
@@ -319,6 +354,11 @@ class Move {
     for (const auto& [name, pid] : before.slurmd) {
       const auto it = now.slurmd.find(name);
       restarted += it == now.slurmd.end() || it->second != pid ? 1 : 0;
+    }
+    int controller_replaced = 0;
+    for (const auto& [name, identity] : before.controller) {
+      const auto it = now.controller.find(name);
+      controller_replaced += it == now.controller.end() || it->second != identity ? 1 : 0;
     }
     // A field the new operator does not write (or writes anew) is not a value lost: apart.
     json changed = json::object();
@@ -340,6 +380,7 @@ class Move {
             {"seconds", std::round(seconds * 10) / 10},
             {"pods_replaced", replaced},
             {"slurmd_restarted", restarted},
+            {"controller_objects_changed", controller_replaced},
             {"pods", now.pods.size()},
             {"job", now.job_state},
             {"slurm_pod_conditions", slurm_conditions_shown()},
