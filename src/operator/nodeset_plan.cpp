@@ -1033,8 +1033,10 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   // off, then back, before its kubelet stopped it) took the node's address: once it stops,
   // slurmctld pings a dead address and calls the node not responding while this pod's slurmd
   // runs, which registers again only when it restarts. The address goes back to this pod.
-  const bool moved =
-      w.ready && !w.terminating && !w.ip.empty() && !node.address.empty() && node.address != w.ip;
+  // A NodeSet that names its nodes' addresses itself (NodeAddr in extraConf) keeps them.
+  const bool moved = w.ready && !w.terminating && !w.ip.empty() && !node.address.empty() &&
+                     node.address != w.ip &&
+                     n.spec.extra_conf.find("NodeAddr") == std::string::npos;
   if (moved) {
     link.address = w.ip;
   }
