@@ -209,11 +209,12 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     if (!adopted) {  // the doctor's checks compare what Tightrope builds
       diagnose(c, doc->doc, objects, in.slurm_key_hash, *client, conditions);
     }
-    if (c.spec.ha.enabled && !c.spec.external) {
-      follow_active_slurmctld(c, *client);
-      next = after(std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
-          runtime_.options().slurm_check_period, std::chrono::seconds(kActiveSlurmctldPeriod))));
-    }
+  }
+  if (c.spec.ha.enabled && !c.spec.external && !adopted) {
+    const auto client = runtime_.slurm().get(request.key());
+    follow_active_slurmctld(c, reachable ? client.get() : nullptr);
+    next = after(std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
+        runtime_.options().slurm_check_period, std::chrono::seconds(kActiveSlurmctldPeriod))));
   }
 
   Readiness ready;
@@ -239,13 +240,14 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
 }
 
 void ControllerReconciler::follow_active_slurmctld(const api::Controller& c,
-                                                   slurm::Client& client) {
-  auto pings = client.ping();
-  if (!pings) {
-    return;
+                                                   slurm::Client* client) {
+  std::string active;
+  if (client != nullptr) {
+    if (auto pings = client->ping()) {
+      active = active_slurmctld(*pings);
+    }
   }
   const std::string& ns = c.metadata.namespace_name;
-  const std::string active = active_slurmctld(*pings);
   // Read from the API server: the operator's pod cache holds the worker pods only.
   auto pods = runtime_.kube().list(kube::resources::pods(), ns,
                                    {std::string(api::kLabelInstance) + "=" + c.metadata.name + "," +
@@ -254,13 +256,27 @@ void ControllerReconciler::follow_active_slurmctld(const api::Controller& c,
   if (!pods) {
     return;
   }
+  const auto labelled = [](const json& pod) {
+    return pod.value("/metadata/labels"_json_pointer, json::object())
+               .value(std::string(api::kLabelControllerActive), std::string()) == "true";
+  };
+  if (active.empty()) {
+    // None answers, or Slurm cannot be asked. Clients and slurmd reach slurmctld through the
+    // client Service (SlurmctldAddr, --conf-server), slurmrestd too: with no pod labelled none
+    // of them could reach one, nor could this reconcile ever learn which one is in control. The
+    // label stays where it is; with none, it goes to the first configured (pod 0), as in Slinky.
+    for (const auto& pod : pods->items) {
+      if (labelled(pod)) {
+        return;
+      }
+    }
+    active = build::controller_statefulset_name(c) + "-0";
+  }
   for (const auto& pod : pods->items) {
     const std::string name = pod["metadata"].value("name", "");
-    const bool is_active = !active.empty() && name == active;
-    const bool labelled =
-        pod.value("/metadata/labels"_json_pointer, json::object())
-            .value(std::string(api::kLabelControllerActive), std::string()) == "true";
-    if (labelled == is_active) {
+    const bool is_active = name == active;
+    const bool is_labelled = labelled(pod);
+    if (is_labelled == is_active) {
       continue;
     }
     if (auto patched = runtime_.kube().patch(

@@ -36,9 +36,10 @@ class ControllerReconciler : public ResourceReconciler {
   void diagnose(const api::Controller& c, const nlohmann::json& doc,
                 const std::vector<nlohmann::json>& objects, const std::string& slurm_key_hash,
                 slurm::Client& client, std::vector<api::Condition>& conditions);
-  // HA: the controller-active label on the slurmctld pod that answers as primary (the client
-  // Service selects it), off the others; written only where it differs.
-  void follow_active_slurmctld(const api::Controller& c, slurm::Client& client);
+  // HA: the controller-active label on the slurmctld pod in control (the client Service, and so
+  // SlurmctldAddr, selects it), off the others; written only where it differs. `client` null:
+  // Slurm cannot be asked.
+  void follow_active_slurmctld(const api::Controller& c, slurm::Client* client);
 
   std::mutex reported_mu_;
   std::map<std::string, std::set<std::string>> reported_;  // controller key -> finding keys

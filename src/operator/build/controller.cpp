@@ -158,6 +158,7 @@ std::string controller_conf_server(const api::Controller& c) {
 std::vector<std::string> owned_slurm_conf_keys() {
   return {"ClusterName",
           "SlurmctldHost",
+          "SlurmctldAddr",
           "ControlMachine",
           "BackupController",
           "SlurmctldPort",
@@ -334,6 +335,11 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
       conf.append_setting({{"SlurmctldHost", host}});
     }
     conf.set("SlurmctldPort", std::to_string(kSlurmctldPort));
+    if (s.ha.enabled) {
+      // Clients reach the slurmctld in control through the client Service, which selects it
+      // (the active label): no wait on a dead primary's connection timeout first.
+      conf.set("SlurmctldAddr", controller_service_name(c) + "." + c.metadata.namespace_name);
+    }
     conf.set("StateSaveLocation", "/var/spool/slurmctld");
   }
   const auto soft = [&](const char* key, const std::string& value) {
