@@ -150,6 +150,26 @@ def test_a_cordon_drains_every_slurm_node_on_the_node_and_undrain_points_at_it()
     wait_until("both idle", two_idle, 60, cluster_state)
 
 
+def test_undrain_takes_a_hand_set_pod_cordon_off_and_refuses_a_health_checks_request():
+    pod = f"{NODESET}-0"
+    cordon = "nodeset.slinky.slurm.net/pod-cordon"
+    # Slinky's guide drains a node by hand this way; undrain takes the annotation off.
+    kubectl("-n", NS, "annotate", "pod", pod, f"{cordon}=true", "--overwrite")
+    wait_until(f"{HOST}0 drained for its pod's cordon", lambda: node_states().get(f"{HOST}0") == "drain", 60,
+               cluster_state)
+    plugin("undrain", f"{HOST}0", "--wait", "60")
+    assert cordon not in get("pod", pod)["metadata"].get("annotations", {})
+    wait_until("both idle", two_idle, 60, cluster_state)
+    # A health check's request is the checker's to take back: refused, with the command that does.
+    kubectl("-n", NS, "annotate", "pod", pod, f"{cordon}-requested=GPU XID 79", "--overwrite")
+    wait_until(f"{HOST}0 drained as requested", lambda: node_states().get(f"{HOST}0") == "drain", 60,
+               cluster_state)
+    refused = plugin("undrain", f"{HOST}0")
+    assert refused.returncode == 1 and f"{cordon}-requested-" in refused.stderr, refused.stderr
+    kubectl("-n", NS, "annotate", "pod", pod, f"{cordon}-requested-")
+    wait_until("both idle", two_idle, 60, cluster_state)
+
+
 def test_doctor_names_a_pending_job_and_translates_why():
     slurm("scontrol", "update", f"partitionname={HOST[:-1]}", "state=down")
     job = submit("-p", HOST[:-1], "--wrap", "true")
