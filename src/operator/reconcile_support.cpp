@@ -80,31 +80,16 @@ std::string replace_keeping_pods(Runtime& rt, const json& object, const std::str
       owner_uid = ref.value("uid", "");
     }
   }
-  // Read, not taken from the cache: it holds only objects with Tightrope's labels.
-  const std::string ns = meta.value("namespace", "");
-  const std::string name = meta.value("name", "");
-  const auto& type = kube::resources::stateful_sets();
-  auto current = rt.kube().get(type, ns, name);
-  bool owned = false;
-  for (const auto& ref :
-       current ? current->value("/metadata/ownerReferences"_json_pointer, json::array())
-               : json::array()) {
-    owned = owned || (ref.value("uid", "") == owner_uid && ref.value("controller", false));
-  }
-  if (!owned) {
-    return "applying " + what + ": " + error.message;  // someone else's: never ours to delete
-  }
-  kube::DeleteOptions options;
-  options.precondition_uid = current->value("/metadata/uid"_json_pointer, std::string());
-  options.propagation = kube::PropagationPolicy::kOrphan;
-  if (auto removed = rt.kube().remove(type, ns, name, options);
-      !removed && removed.error().kind != kube::ErrorKind::kNotFound) {
+  auto removed = rt.remove_owned(kube::resources::stateful_sets(), meta.value("namespace", ""),
+                                 meta.value("name", ""), owner_uid,
+                                 {kube::PropagationPolicy::kOrphan, /*maybe_foreign=*/true});
+  if (!removed) {
     return "applying " + what + ": " + error.message +
            "; deleting it to make it anew: " + removed.error().message;
   }
-  log::info(
-      "operator.replaced",
-      {{"kind", type.kind}, {"object", ns + "/" + name}, {"pods", "kept"}, {"why", error.message}});
+  if (!*removed) {
+    return "applying " + what + ": " + error.message;  // someone else's: never ours to delete
+  }
   return what + " had fields that cannot change set otherwise (" + error.message +
          "): deleted with its pods left running, to be made anew";
 }

@@ -203,7 +203,8 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
        reach.reason, reach.message, c.metadata.generation, ""},
       Runtime::now());
   kube::ReconcileOutcome next = settled();
-  if (const auto client = runtime_.slurm().get(request.key()); client && reachable) {
+  const auto client = reachable ? runtime_.slurm().get(request.key()) : nullptr;
+  if (client) {
     next = after(std::chrono::duration_cast<std::chrono::milliseconds>(
         runtime_.options().slurm_check_period));
     if (!adopted) {  // the doctor's checks compare what Tightrope builds
@@ -211,8 +212,7 @@ kube::ReconcileOutcome ControllerReconciler::reconcile(const kube::Request& requ
     }
   }
   if (c.spec.ha.enabled && !c.spec.external && !adopted) {
-    const auto client = runtime_.slurm().get(request.key());
-    follow_active_slurmctld(c, reachable ? client.get() : nullptr);
+    follow_active_slurmctld(c, client.get());
     next = after(std::chrono::duration_cast<std::chrono::milliseconds>(std::min(
         runtime_.options().slurm_check_period, std::chrono::seconds(kActiveSlurmctldPeriod))));
   }

@@ -44,16 +44,17 @@ kube::Result<json> Runtime::apply(const json& object) {
   return kube_.apply(*type, ns, body, {std::string(api::kFieldManager), true});
 }
 
-kube::Result<Done> Runtime::remove_owned(const kube::ResourceType& type, const std::string& ns,
-                                         const std::string& name, const std::string& owner_uid) {
-  if (cache_ != nullptr && cache_->caches(type) &&
+kube::Result<bool> Runtime::remove_owned(const kube::ResourceType& type, const std::string& ns,
+                                         const std::string& name, const std::string& owner_uid,
+                                         const Removal& how) {
+  if (!how.maybe_foreign && cache_ != nullptr && cache_->caches(type) &&
       !cache_->resource_version(type, kube::object_key(ns, name))) {
-    return Done{};
+    return false;
   }
   auto current = kube_.get(type, ns, name);
   if (!current) {
     if (current.error().kind == kube::ErrorKind::kNotFound) {
-      return Done{};
+      return false;
     }
     return fail(current.error());
   }
@@ -62,17 +63,21 @@ kube::Result<Done> Runtime::remove_owned(const kube::ResourceType& type, const s
     owned = owned || (ref.value("uid", "") == owner_uid && ref.value("controller", false));
   }
   if (!owned) {
-    return Done{};  // someone else's: never ours to delete
+    return false;  // someone else's: never ours to delete
   }
   kube::DeleteOptions options;
   options.precondition_uid = current->value("/metadata/uid"_json_pointer, std::string());
-  options.propagation = kube::PropagationPolicy::kBackground;
+  options.propagation = how.propagation;
   auto removed = kube_.remove(type, ns, name, options);
   if (!removed && removed.error().kind != kube::ErrorKind::kNotFound) {
     return fail(removed.error());
   }
-  log::info("operator.pruned", {{"kind", type.kind}, {"object", ns + "/" + name}});
-  return Done{};
+  log::info(
+      "operator.pruned",
+      {{"kind", type.kind},
+       {"object", ns + "/" + name},
+       {"dependents", how.propagation == kube::PropagationPolicy::kOrphan ? "kept" : "deleted"}});
+  return true;
 }
 
 kube::Result<json> Runtime::object(const kube::ResourceType& type, const std::string& ns,

@@ -49,6 +49,15 @@ struct Readiness {
   std::string message;
 };
 
+// How remove_owned deletes: kBackground takes what the object owns with it, kOrphan leaves it
+// running (a workload's pods). With `maybe_foreign` the API server is asked even when the cache
+// lacks the object: the cache holds only objects with Tightrope's labels, and one another
+// operator made has none.
+struct Removal {
+  kube::PropagationPolicy propagation = kube::PropagationPolicy::kBackground;
+  bool maybe_foreign = false;
+};
+
 class Runtime {
  public:
   Runtime(kube::Client& kube, kube::EventRecorder& events, SlurmClients& slurm,
@@ -67,8 +76,10 @@ class Runtime {
   kube::Result<nlohmann::json> apply(const nlohmann::json& object);
   // Deletes the object if its controlling owner has `owner_uid`; absent is success (and known
   // without a request when the cache holds the type).
-  kube::Result<Done> remove_owned(const kube::ResourceType& type, const std::string& ns,
-                                  const std::string& name, const std::string& owner_uid);
+  // True when it was deleted; false when absent or someone else's.
+  kube::Result<bool> remove_owned(const kube::ResourceType& type, const std::string& ns,
+                                  const std::string& name, const std::string& owner_uid,
+                                  const Removal& how = Removal{});
   // A Secret's or ConfigMap's data (Secret values decoded); kNotFound when absent.
   kube::Result<std::map<std::string, std::string>> secret_data(const std::string& ns,
                                                                const std::string& name);
