@@ -243,6 +243,9 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
   }
   const Outcome o = outcome_of(world, plan, failures);
   set_conditions(world, o, stamp, out.conditions);
+  if (plan.gpu_counts) {
+    set_condition(out.conditions, *plan.gpu_counts, stamp);
+  }
   set_readiness(world, plan, o, out.conditions, out);
   return out;
 }

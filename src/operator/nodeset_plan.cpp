@@ -11,8 +11,10 @@
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
 #include "operator/build/compute_domain.hpp"
+#include "operator/build/gpus.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
+#include "operator/cluster_metrics.hpp"
 #include "operator/conditions.hpp"
 #include "operator/reconcile_support.hpp"
 #include "slurm/hostlist.hpp"
@@ -154,6 +156,39 @@ std::string lost_node(const kube::Document& kube_node, const slurm::Node& node) 
   return "";
 }
 
+std::string gpu_shortfall(int64_t limit, const slurm::Node& node, const kube::Document* kube_node) {
+  if (limit <= 0) {
+    return "";
+  }
+  const int64_t registered = gpu_count(node.gres);
+  if (registered > limit) {
+    return "Slurm node " + node.name + " registered " + std::to_string(registered) +
+           " GPUs, its pod is given " + std::to_string(limit) + " " +
+           std::string(build::kResourceGpu);
+  }
+  if (kube_node == nullptr) {
+    return "";
+  }
+  const json allocatable = kube_node->doc.value("/status/allocatable"_json_pointer, json::object());
+  const auto it = allocatable.find(std::string(build::kResourceGpu));
+  if (it == allocatable.end() || !it->is_string()) {
+    return "";  // not reported (yet): no evidence either way
+  }
+  const std::string text = it->get<std::string>();
+  int64_t have = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), have);
+  if (ec != std::errc{} || end != text.data() + text.size()) {
+    return "";
+  }
+  const int64_t holds = std::max(limit, registered);
+  if (have >= holds) {
+    return "";
+  }
+  return "Node " + kube_node->meta.name + " allocates " + text + " " +
+         std::string(build::kResourceGpu) + ", fewer than the " + std::to_string(holds) +
+         " Slurm node " + node.name + " registered and its pod holds";
+}
+
 bool down_before_pod(const slurm::Node& node, const WorkerPod& w) {
   if (!node.has("DOWN") || node.has("NOT_RESPONDING") ||
       !node.reason.starts_with("Not responding") || !node.reason_changed_at) {
@@ -265,6 +300,11 @@ const std::map<std::string, slurm::Node>& no_nodes() {
   return none;
 }
 
+int64_t nodeset_gpu_limit(const api::NodeSet& n) {
+  const auto gpus = build::nodeset_gpus(n);
+  return gpus ? gpus->limit : 0;
+}
+
 // plan_nodeset's work, one method a stage of the decision, in the order they run. What one stage
 // decides the next reads from the members.
 struct Planner {
@@ -279,7 +319,8 @@ struct Planner {
         slurm_ok(w.slurm.health == SlurmHealth::kSynced),
         slurm_why(slurm_reason(w.slurm.health)),
         slurm_problem(w.slurm.problem),
-        nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : no_nodes()) {}
+        nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : no_nodes()),
+        gpu_limit(nodeset_gpu_limit(w.nodeset)) {}
 
   void add(Change change, const std::string& chain, FailureEffect effect, const std::string& reason,
            std::vector<NodeSetEvent> events = {}, bool guards_rest = false) {
@@ -397,6 +438,8 @@ struct Planner {
   const std::string slurm_why;
   const std::string& slurm_problem;
   const std::map<std::string, slurm::Node>& nodes;
+  const int64_t gpu_limit;                  // nvidia.com/gpu of each pod; 0: none
+  std::vector<std::string> gpu_mismatches;  // gpu_shortfall of each running pod that has one
 
   NodeSetPlan plan;
   std::string revision;
@@ -883,6 +926,30 @@ void Planner::mirror_the_pods_that_stay() {
       slurm_to_pod(w, *node, protect);
     }
   }
+  if (gpu_limit > 0 && slurm_ok) {
+    plan.gpu_counts =
+        gpu_mismatches.empty()
+            ? api::Condition{"GpuCountsMatch",
+                             "True",
+                             "CountsMatch",
+                             "no Slurm node of a running pod offers more than the " +
+                                 std::to_string(gpu_limit) + " " +
+                                 std::string(build::kResourceGpu) +
+                                 " its pod holds and its Node allocates",
+                             n.metadata.generation,
+                             ""}
+            : api::Condition{
+                  "GpuCountsMatch",
+                  "False",
+                  "GpuCountMismatch",
+                  gpu_mismatches.front() +
+                      (gpu_mismatches.size() > 1
+                           ? " (and " + std::to_string(gpu_mismatches.size() - 1) + " more)"
+                           : "") +
+                      "; drained until they agree",
+                  n.metadata.generation,
+                  ""};
+  }
 }
 
 // Whether every "<topology>:<unit>" of `wanted` is among the node's `current` ones.
@@ -917,6 +984,12 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   const std::string problems =
       kube_node != nullptr ? node_problems(kube_node->doc, world.propagated_node_conditions) : "";
   const bool problem_drains = world.drain_on_node_conditions && !problems.empty();
+  // Slurm would hand out GPUs the pod does not have: its node is drained until the counts agree.
+  const std::string gpus = gpu_shortfall(gpu_limit, node, kube_node);
+  if (!gpus.empty()) {
+    gpu_mismatches.push_back(gpus);
+  }
+  const bool gpu_drains = !gpus.empty();
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
   // A drain asked for on the pod itself: kubectl slurm drain's reason, or a health check's
   // pod-cordon-requested ("true", or its reason). Each is kept by the operator like a cordon.
@@ -932,7 +1005,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   if (legacy) {
     mark_pod(w, {{api::kAnnotationPodOperatorCordon, "true"}});
   }
-  if ((cordoned || problem_drains || requested || by_hand) && !admin) {
+  if ((cordoned || problem_drains || gpu_drains || requested || by_hand) && !admin) {
     const bool named = kube_node != nullptr &&
                        !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
     const std::string pod_words = w.hostname + " (pod " + w.name + ")";
@@ -950,6 +1023,9 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
                                            : cordon_reason(kube_node->doc, key);
       event = {false, "NodeCordon",
                "Kubernetes node " + w.kube_node + " is cordoned: drained " + pod_words};
+    } else if (gpu_drains) {
+      reason = with_operator_prefix("GPU count: " + gpus);
+      event = {true, "GpuCountMismatch", gpus + ": drained " + pod_words};
     } else if (problem_drains) {
       reason = with_operator_prefix(problems);
       event = {
@@ -972,7 +1048,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
           "SlurmUpdateFailed", {event});
     }
     set_pod_cordon(w, true);
-  } else if (!cordoned && !problem_drains && !requested && !by_hand) {
+  } else if (!cordoned && !problem_drains && !gpu_drains && !requested && !by_hand) {
     if (node.drain() && operator_reason(node.reason)) {
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",

@@ -161,6 +161,14 @@ std::vector<std::string> slurm_condition_types(const slurm::Node& node);
 // restarted by its kubelet.
 std::string lost_node(const kube::Document& kube_node, const slurm::Node& node);
 
+// Why a GPU pod's Slurm node offers GPUs its pod does not have, "" when it does not: Slurm
+// registered (gpu_count of its Gres) more than the pod's `limit` of nvidia.com/gpu (its slurmd sees
+// devices it was not given), or the Node now allocates fewer than the pod holds (a GPU fell off the
+// bus and its device plugin marked it unhealthy). "Node gpu-node-1 allocates 3 nvidia.com/gpu,
+// fewer than the 4 Slurm node gpu-0 registered and its pod holds". Pods without a limit have no
+// count to hold Slurm to: "".
+std::string gpu_shortfall(int64_t limit, const slurm::Node& node, const kube::Document* kube_node);
+
 // A node Slurm set DOWN because an earlier slurmd stopped answering ("Not responding", before
 // the pod `w` was created) that answers again: the DOWN is about a slurmd that no longer
 // exists, as after a lost Node (lost_node), and the pod's slurmd has registered. Slurm's own
@@ -412,8 +420,10 @@ struct NodeSetPlan {
   std::string unschedulable;                  // the first pod no Node can take, and how many more
   std::string unbuildable;                    // why a pod that is wanted cannot be built
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
-  std::optional<slurm::Time> window_opens;    // the update waits for the maintenance window
-  std::optional<slurm::Time> look_again_at;   // a pod may go then (kJobEndSaved), no event says so
+  // GpuCountsMatch for a NodeSet whose pods hold GPUs, while Slurm answers; nullopt: as it was.
+  std::optional<api::Condition> gpu_counts;
+  std::optional<slurm::Time> window_opens;   // the update waits for the maintenance window
+  std::optional<slurm::Time> look_again_at;  // a pod may go then (kJobEndSaved), no event says so
   nlohmann::json status = nlohmann::json::object();
   int64_t want = 0;
   int64_t replicas = 0;

@@ -731,6 +731,88 @@ TEST(NodeSetPlan, ADrainRequestNeverOverwritesAnAdministratorsDrain) {
   EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
 }
 
+// The Bed's NodeSet, its pods asking for four GPUs each; its Nodes allocate four.
+void give_gpus(Bed& bed, const std::string& gres) {
+  json spec = api::encode(bed.world.nodeset);
+  spec["spec"]["slurmd"]["resources"]["limits"]["nvidia.com/gpu"] = 4;
+  bed.world.nodeset = decoded(api::decode_nodeset(spec));
+  const std::string revision =
+      build::nodeset_revision_name(bed.world.nodeset, build::NodeSetInputs{*bed.world.controller});
+  bed.world.revisions = {{1, revision}};
+  for (auto& w : bed.world.pods) {
+    w.revision = revision;
+    bed.nodes[w.hostname].gres = gres;
+    auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes[w.kube_node]);
+    node->doc["status"]["allocatable"]["nvidia.com/gpu"] = "4";
+    bed.world.kube_nodes[w.kube_node] = node;
+  }
+}
+
+TEST(NodeSetPlan, AGpuTheNodeNoLongerAllocatesDrainsItsSlurmNodeUntilItIsBack) {
+  Bed bed(2, 2);
+  give_gpus(bed, "gpu:nvidia_h100_80gb_hbm3:4(S:0-1)");
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  ASSERT_TRUE(plan.gpu_counts);
+  EXPECT_EQ(plan.gpu_counts->status, "True");
+
+  // A GPU falls off the bus on k8s-1: its device plugin reports three.
+  auto lost = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-1"]);
+  lost->doc["status"]["allocatable"]["nvidia.com/gpu"] = "3";
+  bed.world.kube_nodes["k8s-1"] = lost;
+  plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].node, "cpu-1");
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: GPU count: Node k8s-1 allocates 3 nvidia.com/gpu, fewer than the 4 "
+            "Slurm node cpu-1 registered and its pod holds");
+  const Action* drain = action_for(plan, "cpu-1");
+  ASSERT_NE(drain, nullptr);
+  ASSERT_EQ(drain->events.size(), 1U);
+  EXPECT_TRUE(drain->events[0].warning);
+  EXPECT_EQ(drain->events[0].reason, "GpuCountMismatch");
+  ASSERT_TRUE(plan.gpu_counts);
+  EXPECT_EQ(plan.gpu_counts->status, "False");
+  EXPECT_EQ(plan.gpu_counts->reason, "GpuCountMismatch");
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  const api::Condition* shown = find_condition(verdict.conditions, "GpuCountsMatch");
+  ASSERT_NE(shown, nullptr);
+  EXPECT_EQ(shown->message,
+            "Node k8s-1 allocates 3 nvidia.com/gpu, fewer than the 4 Slurm node "
+            "cpu-1 registered and its pod holds; drained until they agree");
+
+  // The GPU comes back: the operator's drain goes, nobody else's would.
+  bed.world.kube_nodes["k8s-1"] = bed.world.kube_nodes["k8s-0"];
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = drains[0].reason;
+  plan = bed.plan();
+  EXPECT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  EXPECT_EQ(plan.gpu_counts->status, "True");
+}
+
+TEST(NodeSetPlan, ASlurmNodeThatRegisteredMoreGpusThanItsPodHoldsIsDrained) {
+  Bed bed(1, 1);
+  give_gpus(bed, "gpu:nvidia_h100_80gb_hbm3:8(S:0-1)");
+  const auto drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: GPU count: Slurm node cpu-0 registered 8 GPUs, its pod is given 4 "
+            "nvidia.com/gpu");
+  // An administrator's drain is left as it is.
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "swapping GPU 3";
+  EXPECT_TRUE(all_of<DrainSlurmNode>(bed.plan()).empty());
+}
+
+TEST(NodeSetPlan, ANodeSetWithoutGpusHasNoGpuCondition) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].gres = "gpu:8";  // a privileged pod's autodetection: nothing to hold it to
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_FALSE(plan.gpu_counts);
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+}
+
 TEST(NodeSetPlan, APropagatedNodeConditionDrainsWithItsReasonAndUndrainsWhenItClears) {
   Bed bed(1, 1);
   bed.world.propagated_node_conditions = {"CPUProblem", "GPUProblem"};
