@@ -379,6 +379,13 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   } else if (merged.count("prologflags") != 0) {
     conf.set("PrologFlags", merged.at("prologflags"));
   }
+  // With GPUs, a job gets only the devices, CPUs and memory Slurm gave it: task/cgroup holds it
+  // to them (cgroup.conf's Constrain* below), task/affinity binds its tasks. Slurm's default is
+  // no task plugin, under which ConstrainDevices is inert and every job sees every GPU of its
+  // pod. The administrator's TaskPlugin wins.
+  if (any_gpus(in)) {
+    soft("TaskPlugin", "task/cgroup,task/affinity");
+  }
   // Each job its own IMEX channel, where a NodeSet has a ComputeDomain; the administrator's
   // SwitchType wins.
   if (std::any_of(in.nodesets.begin(), in.nodesets.end(), [](const api::NodeSet& n) {
@@ -430,8 +437,10 @@ std::optional<std::string> build_cgroup_conf(const ControllerInputs& in) {
   // hosts of both kinds, and the operator cannot see a host's cgroup version.
   std::string conf = "CgroupPlugin=autodetect\nIgnoreSystemd=yes\n";
   if (any_gpus(in)) {
-    // A job sees only the GPUs it was given (where TaskPlugin=task/cgroup enforces it).
-    conf += "ConstrainDevices=yes\n";
+    // A job sees only the GPUs, CPUs and memory it was given (TaskPlugin=task/cgroup, which
+    // slurm.conf then has unless the administrator chose another).
+    conf +=
+        "ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainSwapSpace=yes\nConstrainDevices=yes\n";
   }
   return conf;
 }

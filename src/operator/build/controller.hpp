@@ -52,8 +52,9 @@ inline constexpr int64_t kMinMaxNodeCount = 1024;
 int64_t max_node_count(const ControllerInputs& in);
 
 std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& in);
-// CgroupPlugin=autodetect + IgnoreSystemd=yes (+ ConstrainDevices=yes where a NodeSet asks for
-// GPUs), unless a referenced ConfigMap provides one.
+// CgroupPlugin=autodetect + IgnoreSystemd=yes (+ ConstrainCores, ConstrainRAMSpace,
+// ConstrainSwapSpace and ConstrainDevices where a NodeSet asks for GPUs, with slurm.conf's
+// TaskPlugin=task/cgroup), unless a referenced ConfigMap provides one.
 std::optional<std::string> build_cgroup_conf(const ControllerInputs& in);
 
 // Unless a referenced ConfigMap provides one: a global AutoDetect=off, and for each NodeSet
