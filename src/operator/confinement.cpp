@@ -26,7 +26,10 @@ std::string describe(const HostCgroups& h) {
   if (h.cgroup == "none") {
     return "no cgroups";
   }
-  return "cgroup " + h.cgroup + (h.writable ? ", writable" : ", read-only") +
+  return "cgroup " + h.cgroup +
+         (h.writable
+              ? (h.remounted ? ", writable (remounted in an unprivileged container)" : ", writable")
+              : ", read-only") +
          (h.memory ? ", memory controller" : ", no memory controller");
 }
 
@@ -137,6 +140,7 @@ std::optional<HostCgroups> host_cgroups(std::string_view extra) {
   host.writable = boolean("writable");
   host.memory = boolean("memory");
   host.oom_protect = boolean("oomProtect");
+  host.remounted = boolean("remounted");
   if (const auto adj = h.find("oomScoreAdj"); adj != h.end() && adj->is_number_integer()) {
     host.oom_score_adj = adj->get<int64_t>();
   }

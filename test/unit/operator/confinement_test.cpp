@@ -120,6 +120,21 @@ TEST(JobsConfined, NotConfiguredSaysWhatTheHostsCouldDo) {
       << "Slurm's defaults track by cgroup but confine nothing";
 }
 
+TEST(JobsConfined, SaysAnUnprivilegedContainerHadItsCgroupsRemounted) {
+  const auto parsed =
+      host_cgroups(R"({"tightrope.slurm.net/host":{"cgroup":"v1","writable":true,"remounted":true,)"
+                   R"("memory":true,"oomScoreAdj":-997,"oomProtect":true}})");
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(parsed->remounted);
+  const auto c = jobs_confined(enforcing(), {{"n1", parsed}});
+  EXPECT_EQ(c.reason, "CgroupsEnforced");
+  EXPECT_NE(c.message.find("1 node: cgroup v1, writable (remounted in an unprivileged container), "
+                           "memory controller"),
+            std::string::npos)
+      << c.message;
+  EXPECT_FALSE(host_cgroups(kV1Host)->remounted);
+}
+
 TEST(JobsConfined, UnknownUntilANodeReports) {
   EXPECT_EQ(jobs_confined(enforcing(), {}).status, "Unknown");
   const auto c = jobs_confined(enforcing(), {{"n1", std::nullopt}});
