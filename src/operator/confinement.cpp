@@ -30,7 +30,8 @@ std::string describe(const HostCgroups& h) {
          (h.writable
               ? (h.remounted ? ", writable (remounted in an unprivileged container)" : ", writable")
               : ", read-only") +
-         (h.memory ? ", memory controller" : ", no memory controller");
+         (h.memory ? ", memory controller" : ", no memory controller") +
+         (h.devices ? (*h.devices ? ", device control" : ", no device control") : "");
 }
 
 // "2 nodes: cgroup v1, writable, memory controller" per kind of host.
@@ -110,6 +111,7 @@ ConfinementConfig confinement_config(std::string_view slurm_conf,
     const slurm::SlurmConf cgroup = parsed(*cgroup_conf);
     c.cgroup_plugin = cgroup.get("CgroupPlugin").value_or("autodetect");
     c.constrain_ram = lower(cgroup.get("ConstrainRAMSpace").value_or("no")) == "yes";
+    c.constrain_devices = lower(cgroup.get("ConstrainDevices").value_or("no")) == "yes";
   }
   return c;
 }
@@ -141,6 +143,9 @@ std::optional<HostCgroups> host_cgroups(std::string_view extra) {
   host.memory = boolean("memory");
   host.oom_protect = boolean("oomProtect");
   host.remounted = boolean("remounted");
+  if (const auto devices = h.find("devices"); devices != h.end() && devices->is_boolean()) {
+    host.devices = devices->get<bool>();
+  }
   if (const auto adj = h.find("oomScoreAdj"); adj != h.end() && adj->is_number_integer()) {
     host.oom_score_adj = adj->get<int64_t>();
   }
@@ -187,6 +192,7 @@ api::Condition jobs_confined(const ConfinementConfig& config,
   }
 
   std::vector<std::string> cannot;
+  std::vector<std::string> open_devices;
   std::vector<std::string> exposed;
   for (const auto& n : reported) {
     const HostCgroups& h = *n.host;
@@ -197,6 +203,10 @@ api::Condition jobs_confined(const ConfinementConfig& config,
     } else if (config.constrain_ram && !h.memory) {
       cannot.push_back(n.node + ": cgroup " + h.cgroup +
                        " has no memory controller (ConstrainRAMSpace=yes)");
+    } else if (config.constrain_devices && h.devices == false) {
+      open_devices.push_back(n.node + " (cgroup " + h.cgroup + ": " +
+                             (h.cgroup == "v2" ? "CAP_BPF and CAP_NET_ADMIN" : "CAP_SYS_ADMIN") +
+                             ")");
     } else if (config.constrain_ram && !h.oom_protect && h.oom_score_adj >= kNoMemoryRequestScore) {
       exposed.push_back(n.node);
     }
@@ -207,6 +217,14 @@ api::Condition jobs_confined(const ConfinementConfig& config,
                          ". Run the slurmd container privileged, or fall back to "
                          "ProctrackType=proctrack/linuxproc, TaskPlugin=task/none and "
                          "CgroupPlugin=disabled" +
+                         unreported);
+  }
+  if (!open_devices.empty()) {
+    return condition("False", "DevicesUnconfined",
+                     "ConstrainDevices=yes, but slurmd cannot hold a job to its devices on " +
+                         first_few(open_devices) +
+                         ": the slurmd container lacks those capabilities, and a job may open "
+                         "every device of its pod" +
                          unreported);
   }
   if (!exposed.empty()) {
@@ -221,7 +239,8 @@ api::Condition jobs_confined(const ConfinementConfig& config,
   }
   return condition("True", "CgroupsEnforced",
                    std::string("task/cgroup holds jobs to their CPUs") +
-                       (config.constrain_ram ? " and memory" : " (ConstrainRAMSpace=no)") + "; " +
+                       (config.constrain_ram ? " and memory" : " (ConstrainRAMSpace=no)") +
+                       (config.constrain_devices ? ", and to their devices" : "") + "; " +
                        summary(reported) + unreported);
 }
 

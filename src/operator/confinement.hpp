@@ -20,10 +20,11 @@ inline constexpr std::string_view kHostExtraKey = "tightrope.slurm.net/host";
 
 // How slurm.conf and cgroup.conf tell slurmd to track and hold jobs.
 struct ConfinementConfig {
-  std::string proctrack;       // ProctrackType; Slurm's default (proctrack/cgroup) when unset
-  std::string task_plugins;    // TaskPlugin as written; "" when unset (no task plugin)
-  std::string cgroup_plugin;   // cgroup.conf's CgroupPlugin; "autodetect" when unset
-  bool constrain_ram = false;  // cgroup.conf ConstrainRAMSpace=yes
+  std::string proctrack;           // ProctrackType; Slurm's default (proctrack/cgroup) when unset
+  std::string task_plugins;        // TaskPlugin as written; "" when unset (no task plugin)
+  std::string cgroup_plugin;       // cgroup.conf's CgroupPlugin; "autodetect" when unset
+  bool constrain_ram = false;      // cgroup.conf ConstrainRAMSpace=yes
+  bool constrain_devices = false;  // cgroup.conf ConstrainDevices=yes
 
   bool cgroups_disabled() const;  // CgroupPlugin=disabled
   bool proctrack_cgroup() const;  // jobs tracked by cgroup
@@ -45,6 +46,10 @@ struct HostCgroups {
   // The container's cgroups were mounted read-only (it is not privileged) and the entrypoint
   // made them writable (CAP_SYS_ADMIN).
   bool remounted = false;
+  // slurmd can hold a job to its devices: on v1 it may write devices.allow/deny
+  // (CAP_SYS_ADMIN), on v2 load and attach a cgroup_device eBPF program (CAP_BPF, CAP_NET_ADMIN).
+  // nullopt from an image that does not say.
+  std::optional<bool> devices;
 
   bool operator==(const HostCgroups&) const = default;
 };
@@ -62,6 +67,8 @@ struct NodeCgroups {
 //   True  CgroupsEnforced    task/cgroup holds jobs on every node that reported
 //   False HostCannotConfine  a node has no cgroups slurmd can write, or no memory controller
 //                            while ConstrainRAMSpace=yes
+//   False DevicesUnconfined  ConstrainDevices=yes, and a node's slurmd cannot set up a device
+//                            filter (a container without the capabilities it needs)
 //   False OomUnprotected     ConstrainRAMSpace=yes, and a node's slurmstepd keeps the score of a
 //                            container without a memory request (999 or 1000; no
 //                            CAP_SYS_RESOURCE to lower it)

@@ -17,7 +17,13 @@ ConfinementConfig enforcing() {
 }
 
 HostCgroups host(std::string cgroup, bool writable, bool memory, int64_t adj, bool protect) {
-  return {std::move(cgroup), writable, memory, adj, protect};
+  HostCgroups h;
+  h.cgroup = std::move(cgroup);
+  h.writable = writable;
+  h.memory = memory;
+  h.oom_score_adj = adj;
+  h.oom_protect = protect;
+  return h;
 }
 
 TEST(ConfinementConfig, SlurmDefaultsTrackByCgroupWithoutATaskPlugin) {
@@ -133,6 +139,36 @@ TEST(JobsConfined, SaysAnUnprivilegedContainerHadItsCgroupsRemounted) {
             std::string::npos)
       << c.message;
   EXPECT_FALSE(host_cgroups(kV1Host)->remounted);
+}
+
+TEST(JobsConfined, RefusesToClaimDevicesAHostCannotHold) {
+  const auto config =
+      confinement_config("TaskPlugin=task/cgroup,task/affinity\n",
+                         "CgroupPlugin=autodetect\nConstrainRAMSpace=yes\nConstrainDevices=yes\n");
+  EXPECT_TRUE(config.constrain_devices);
+  const auto v2 =
+      host_cgroups(R"({"tightrope.slurm.net/host":{"cgroup":"v2","writable":true,"remounted":true,)"
+                   R"("memory":true,"devices":false,"oomScoreAdj":-997,"oomProtect":true}})");
+  ASSERT_TRUE(v2);
+  EXPECT_EQ(v2->devices, false);
+  const auto c = jobs_confined(config, {{"n1", v2}});
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "DevicesUnconfined");
+  EXPECT_EQ(c.message,
+            "ConstrainDevices=yes, but slurmd cannot hold a job to its devices on n1 (cgroup v2: "
+            "CAP_BPF and CAP_NET_ADMIN): the slurmd container lacks those capabilities, and a job "
+            "may open every device of its pod");
+  // A host that can: devices are said to be held. One that does not say is not held against it.
+  auto able = *v2;
+  able.devices = true;
+  const auto held =
+      jobs_confined(config, {{"n1", able}, {"n2", host("v1", true, true, -997, true)}});
+  EXPECT_EQ(held.reason, "CgroupsEnforced");
+  EXPECT_NE(held.message.find("CPUs and memory, and to their devices; 1 node: cgroup v1, writable, "
+                              "memory controller; 1 node: cgroup v2, writable (remounted in an "
+                              "unprivileged container), memory controller, device control"),
+            std::string::npos)
+      << held.message;
 }
 
 TEST(JobsConfined, UnknownUntilANodeReports) {
