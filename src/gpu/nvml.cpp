@@ -121,6 +121,12 @@ class Reader {
   const char* (*error_string_)(NvmlReturn) = nullptr;
 };
 
+// A device's name or UUID, which NVML writes into a buffer it is given; "" when it refuses.
+std::string text_of(const Reader& r, NvmlMachine& m, const char* call, NvmlDevice device) {
+  std::array<char, kNameSize> buffer{};
+  return r.call(m, call, device, buffer.data(), kNameSize) ? text(buffer.data()) : "";
+}
+
 std::vector<NvmlMig> read_migs(const Reader& r, NvmlMachine& m, NvmlDevice gpu) {
   std::vector<NvmlMig> migs;
   unsigned slots = 0;
@@ -133,14 +139,8 @@ std::vector<NvmlMig> read_migs(const Reader& r, NvmlMachine& m, NvmlDevice gpu) 
       continue;  // an empty slot
     }
     NvmlMig out;
-    std::array<char, kNameSize> name{};
-    if (r.call(m, "nvmlDeviceGetName", mig, name.data(), kNameSize)) {
-      out.name = text(name.data());
-    }
-    std::array<char, kNameSize> uuid{};
-    if (r.call(m, "nvmlDeviceGetUUID", mig, uuid.data(), kNameSize)) {
-      out.uuid = text(uuid.data());
-    }
+    out.name = text_of(r, m, "nvmlDeviceGetName", mig);
+    out.uuid = text_of(r, m, "nvmlDeviceGetUUID", mig);
     unsigned id = 0;
     if (r.ask("nvmlDeviceGetGpuInstanceId", mig, &id)) {
       out.gpu_instance = id;
@@ -160,14 +160,8 @@ std::vector<NvmlMig> read_migs(const Reader& r, NvmlMachine& m, NvmlDevice gpu) 
 NvmlGpu read_gpu(const Reader& r, NvmlMachine& m, unsigned index, NvmlDevice gpu) {
   NvmlGpu out;
   out.index = index;
-  std::array<char, kNameSize> name{};
-  if (r.call(m, "nvmlDeviceGetName", gpu, name.data(), kNameSize)) {
-    out.name = text(name.data());
-  }
-  std::array<char, kNameSize> uuid{};
-  if (r.call(m, "nvmlDeviceGetUUID", gpu, uuid.data(), kNameSize)) {
-    out.uuid = text(uuid.data());
-  }
+  out.name = text_of(r, m, "nvmlDeviceGetName", gpu);
+  out.uuid = text_of(r, m, "nvmlDeviceGetUUID", gpu);
   PciInfoV3 pci{};
   if (r.call(m, "nvmlDeviceGetPciInfo_v3", gpu, &pci)) {
     out.bus_id = text(pci.bus_id.data());
