@@ -119,6 +119,18 @@ bool brought_file(const ControllerInputs& in, const std::string& file) {
                      [&](const auto& map) { return map.second.count(file) != 0; });
 }
 
+// A cgroup.conf of the administrator's that says CgroupPlugin=disabled.
+bool brought_cgroups_disabled(const ControllerInputs& in) {
+  return std::any_of(in.config_maps.begin(), in.config_maps.end(), [](const auto& map) {
+    const auto file = map.second.find("cgroup.conf");
+    if (file == map.second.end()) {
+      return false;
+    }
+    const auto conf = slurm::parse_slurm_conf(file->second, "cgroup.conf");
+    return conf && lower(conf->get("CgroupPlugin").value_or("")) == "disabled";
+  });
+}
+
 }  // namespace
 
 int64_t max_node_count(const ControllerInputs& in) {
@@ -382,8 +394,9 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   // With GPUs, a job gets only the devices, CPUs and memory Slurm gave it: task/cgroup holds it
   // to them (cgroup.conf's Constrain* below), task/affinity binds its tasks. Slurm's default is
   // no task plugin, under which ConstrainDevices is inert and every job sees every GPU of its
-  // pod. The administrator's TaskPlugin wins.
-  if (any_gpus(in)) {
+  // pod. The administrator's TaskPlugin wins, and so does a cgroup.conf of theirs that turns
+  // cgroups off (task/cgroup would stop slurmd).
+  if (any_gpus(in) && !brought_cgroups_disabled(in)) {
     soft("TaskPlugin", "task/cgroup,task/affinity");
   }
   // Each job its own IMEX channel, where a NodeSet has a ComputeDomain; the administrator's

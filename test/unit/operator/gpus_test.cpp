@@ -256,6 +256,35 @@ TEST(ComputeDomain, SlurmHandsEachJobAChannelUnlessTheAdministratorSaysOtherwise
             std::string::npos);
 }
 
+TEST(GpuConfinement, IsTheDefaultUnlessTheAdministratorChoseOtherwise) {
+  build::ControllerInputs in;
+  in.nodesets = {nodeset(kLimit4)};
+  api::Controller c = testing::controller();
+  EXPECT_NE(build::build_slurm_conf(c, in).find("\nTaskPlugin=task/cgroup,task/affinity\n"),
+            std::string::npos);
+  const auto cgroup = build::build_cgroup_conf(in);
+  ASSERT_TRUE(cgroup);
+  EXPECT_EQ(
+      *cgroup,
+      "CgroupPlugin=autodetect\nIgnoreSystemd=yes\nConstrainCores=yes\nConstrainRAMSpace=yes\n"
+      "ConstrainSwapSpace=yes\nConstrainDevices=yes\n");
+  // The administrator's TaskPlugin wins.
+  c.spec.extra_conf = "TaskPlugin=task/none\n";
+  std::string conf = build::build_slurm_conf(c, in);
+  EXPECT_EQ(conf.find("task/cgroup"), std::string::npos) << conf;
+  // So does a cgroup.conf of theirs without cgroups: task/cgroup would stop slurmd.
+  c.spec.extra_conf.clear();
+  c.spec.config_file_refs = {{"cgroup"}};
+  in.config_maps["cgroup"] = {{"cgroup.conf", "CgroupPlugin=disabled\n"}};
+  conf = build::build_slurm_conf(c, in);
+  EXPECT_EQ(conf.find("TaskPlugin"), std::string::npos) << conf;
+  // Without GPUs, Slurm's default (no task plugin), as Slinky writes it.
+  in.config_maps.clear();
+  in.nodesets = {nodeset("")};
+  EXPECT_EQ(build::build_slurm_conf(testing::controller(), in).find("TaskPlugin"),
+            std::string::npos);
+}
+
 TEST(GpuNodes, HostlistCoversEveryOrdinalSlurmAccepts) {
   EXPECT_EQ(build::nodeset_hostlist(nodeset(""), 1024), "gpu-[0-1023]");
   EXPECT_EQ(build::nodeset_hostlist(
