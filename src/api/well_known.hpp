@@ -11,6 +11,10 @@ inline constexpr std::string_view kLabelInstance = "app.kubernetes.io/instance";
 inline constexpr std::string_view kLabelComponent = "app.kubernetes.io/component";
 inline constexpr std::string_view kLabelPartOf = "app.kubernetes.io/part-of";
 inline constexpr std::string_view kLabelManagedBy = "app.kubernetes.io/managed-by";
+// The revision a worker pod was made at: Tightrope's (and a StatefulSet's) label, then the one
+// Slinky's operator writes (Kubernetes' history package). The first one present counts.
+inline constexpr std::string_view kLabelRevision = "controller-revision-hash";
+inline constexpr std::string_view kLabelSlinkyRevision = "controller.kubernetes.io/hash";
 inline constexpr std::string_view kLabelCluster = "slinky.slurm.net/cluster";
 
 inline constexpr std::string_view kLabelControllerActive = "controller.slinky.slurm.net/active";

@@ -874,7 +874,11 @@ void config_drift(const ClusterView& view, std::vector<Finding>& out) {
           deleting(p)) {
         continue;
       }
-      const std::string revision = label(p, "controller-revision-hash");
+      // An adopted pod carries only the label Slinky's operator wrote.
+      std::string revision = label(p, std::string(api::kLabelRevision));
+      if (revision.empty()) {
+        revision = label(p, std::string(api::kLabelSlinkyRevision));
+      }
       if (revision.empty() || revision == current) {
         continue;
       }

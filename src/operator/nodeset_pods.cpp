@@ -30,7 +30,7 @@ constexpr std::string_view kFeaturePrefix = "k8s/";
 }  // namespace
 
 std::string pod_revision(const kube::ObjectMeta& meta) {
-  for (const char* key : {"controller-revision-hash", "controller.kubernetes.io/hash"}) {
+  for (const std::string_view key : {api::kLabelRevision, api::kLabelSlinkyRevision}) {
     if (const std::string* value = meta.label(key); value != nullptr && !value->empty()) {
       return *value;
     }

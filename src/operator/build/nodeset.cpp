@@ -383,7 +383,7 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   }
   labels[api::kLabelNodeSetPodHostname] = hostname;
   labels[api::kLabelNodeSetScalingMode] = n.spec.scaling_mode;
-  labels["controller-revision-hash"] = nodeset_revision_name(n, in);
+  labels[std::string(api::kLabelRevision)] = nodeset_revision_name(n, in);
 
   json ssh_volumes = json::array();
   const json container = slurmd_container(n, c, hostname, *conf, ssh_volumes);

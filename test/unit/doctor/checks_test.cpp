@@ -301,6 +301,13 @@ TEST(Doctor, NamesWorkersOnAnOlderRevision) {
   const auto findings = run(f.view, "config-drift");
   ASSERT_EQ(findings.size(), 1U);
   EXPECT_NE(findings[0].evidence[1].find("workers-old"), std::string::npos);
+  // A pod adopted from Slinky's operator carries only its hash label.
+  auto& labels = f.view.pods.back()["metadata"]["labels"];
+  labels.erase("controller-revision-hash");
+  labels["controller.kubernetes.io/hash"] = "7df965c445";
+  const auto adopted = run(f.view, "config-drift");
+  ASSERT_EQ(adopted.size(), 1U);
+  EXPECT_NE(adopted[0].evidence[1].find("runs revision 7df965c445"), std::string::npos);
 }
 
 TEST(Doctor, NamesGpusTheNodeNoLongerAdvertises) {
