@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, get, helm,
-                     install_cluster, install_operator, job_state, kubectl, node_states, operator_metrics, run,
-                     slurm, submit, wait_until)
+                     install_cluster, install_operator, job_state, kubectl, node_states, nodeset_condition,
+                     operator_metrics, run, slurm, submit, wait_until)
 
 PLUGIN = os.environ.get("KUBECTL_SLURM", str(REPO / "build/dev/src/kubectl-slurm"))
 KUBE_NODE = ENV["TESTBED_NODE"]
@@ -360,9 +360,15 @@ def test_doctor_names_a_pod_that_cannot_pull_and_one_nothing_can_schedule():
     wait_clear("pod-unschedulable", timeout=180)
 
 
+def gpu_counts(status: str) -> dict | None:
+    c = nodeset_condition(f"{RELEASE}-worker-gpu", "GpuCountsMatch")
+    return c if c.get("status") == status else None
+
+
 def test_doctor_names_gpus_the_node_no_longer_advertises(tmp_path):
     """A GPU NodeSet on the bed's stand-in GPUs; the device plugin stops, the kubelet marks its
-    devices unhealthy and the Node advertises none."""
+    devices unhealthy and the Node advertises none: the operator drains the node that would hand
+    out GPUs that are not there, and undrains it once they are back."""
     node = ENV["TESTBED_NODE"]
     product = "NVIDIA-H100-80GB-HBM3"
     kubectl("label", "node", node, f"nvidia.com/gpu.product={product}", "--overwrite")
@@ -377,14 +383,23 @@ def test_doctor_names_gpus_the_node_no_longer_advertises(tmp_path):
     helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES), "-f", str(values),
          "-f", str(gpu), timeout=120)
     wait_until("gpu-0 idle", lambda: node_states().get("gpu-0") == "idle", 300, cluster_state, period=5)
+    wait_until("GpuCountsMatch True", lambda: gpu_counts("True"), 60, cluster_state)
     bed = str(REPO / "scripts/testbed")
     run(bed, "--name", ENV["TESTBED_NAME"], "up", "--fake-gpus", "0", timeout=300)
     try:
+        c = wait_until("GpuCountsMatch False", lambda: gpu_counts("False"), 120, cluster_state)
+        assert c["reason"] == "GpuCountMismatch" and f"Node {KUBE_NODE} allocates 0 nvidia.com/gpu" in c["message"], c
+        wait_until("gpu-0 drained for its GPU count",
+                   lambda: slurm("sinfo", "-h", "-n", "gpu-0", "-o", "%E").startswith("slurm-operator: GPU count: Node"),
+                   60, cluster_state)
         f = wait_named("gres-missing", f"{RELEASE}-worker-gpu", severity="critical", timeout=120)
         assert any("advertises nvidia.com/gpu" in e for e in f["evidence"]), f
+        assert any("GPU count:" in e for e in f["evidence"]), f
     finally:
         run(bed, "--name", ENV["TESTBED_NAME"], "up", "--fake-gpus", "4", timeout=300)
     wait_clear("gres-missing")
+    wait_until("GpuCountsMatch True again", lambda: gpu_counts("True"), 120, cluster_state)
+    wait_until("gpu-0 undrained", lambda: node_states().get("gpu-0") == "idle", 120, cluster_state, period=5)
     helm("upgrade", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES), "-f", str(values),
          timeout=120)
     wait_until("the GPU NodeSet gone", lambda: not get("nodeset", f"{RELEASE}-worker-gpu"), 300, cluster_state)
