@@ -7,7 +7,8 @@ It makes N character devices DIR/nvidia<i> (major 195, minor i, as NVIDIA's driv
 and offers them to the kubelet as healthy devices gpu-<i> of the resource, so that tests see the
 kubelet's device manager, the scheduler and containerd do for real what they do with GPUs: count
 them in the Node's capacity, refuse a pod that asks more than are free, and put the allocated
-device nodes and NVIDIA_VISIBLE_DEVICES into the container.
+device nodes and NVIDIA_VISIBLE_DEVICES into the container. It also writes the files NVIDIA's
+driver shows in /proc/driver/nvidia/gpus, under DIR/driver, for Slurm's AutoDetect=nvidia.
 
 It registers through the kubelet's plugin watcher (a socket in KUBELET_ROOT/plugins_registry),
 not /var/lib/kubelet/device-plugins: that directory is fixed in the kubelet, whatever its
@@ -75,6 +76,7 @@ class FakeGpus(KubeletPlugin):
         super().__init__(args.resource, args.root_dir, "fake-gpu/device-plugin.sock", "fake-gpu.sock", stop, log)
         self.devices_dir = Path(args.devices_dir).resolve()
         self.ids = [f"gpu-{i}" for i in range(args.count)]
+        self.model = args.model
 
     def make_devices(self) -> None:
         self.devices_dir.mkdir(parents=True, exist_ok=True)
@@ -88,6 +90,22 @@ class FakeGpus(KubeletPlugin):
             path.unlink(missing_ok=True)
             os.mknod(path, 0o666 | stat.S_IFCHR, rdev)
             path.chmod(0o666)  # mknod's mode goes through the umask
+        self.make_driver_files()
+
+    def make_driver_files(self) -> None:
+        """What NVIDIA's driver shows of the Node's GPUs in /proc/driver/nvidia/gpus (which no
+        container runtime lets a mount reach): one <bus id>/information per GPU, with the fields
+        Slurm's AutoDetect=nvidia reads, under DIR/driver/nvidia/gpus. A test mounts DIR/driver
+        over a pod's /proc/driver."""
+        gpus = self.devices_dir / "driver/nvidia/gpus"
+        for i in range(len(self.ids)):
+            bus = gpus / f"0000:{i + 1:02x}:00.0"
+            bus.mkdir(parents=True, exist_ok=True)
+            (bus / "information").write_text(
+                f"Model: \t\t {self.model}\nIRQ:   \t\t {40 + i}\n"
+                f"GPU UUID: \t GPU-{i:08x}-0000-4000-8000-00000000{i:04x}\nVideo BIOS: \t ??.??.??.??.??\n"
+                f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
+                f"Bus Location: \t 0000:{i + 1:02x}:00.0\nDevice Minor: \t {i}\nGPU Excluded:\t No\n")
 
     def device_index(self, device_id: str, context: grpc.ServicerContext) -> int:
         if device_id not in self.ids:
@@ -154,6 +172,8 @@ def main() -> None:
     ap.add_argument("--devices-dir", required=True, help="where the stand-in nvidia<i> devices are made")
     ap.add_argument("--count", type=int, default=4, help="devices to offer (default 4)")
     ap.add_argument("--resource", default="nvidia.com/gpu", help="extended resource name (default nvidia.com/gpu)")
+    ap.add_argument("--model", default="NVIDIA H100 80GB HBM3",
+                    help="the GPUs' model as the driver names it (default NVIDIA H100 80GB HBM3)")
 
     def start(args: argparse.Namespace, stop: threading.Event) -> None:
         if Path(args.devices_dir).resolve().is_relative_to("/dev"):

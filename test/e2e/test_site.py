@@ -356,17 +356,45 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         assert all(c["restartCount"] == 0 for c in after["status"]["containerStatuses"]), after["status"]
         wait_until("slinky-0 idle again", lambda: node_states() == {"slinky-0": "idle"}, 60, cluster_state)
 
-        # An unprivileged slurmd cannot make cgroups (the container's cgroup mount is read-only):
-        # it exits, and the NodeSet says why in slurmd's words, without `kubectl logs`.
+        # Not privileged, with the capabilities the operator gives slurmd (docs/security.md): the
+        # entrypoint makes the container's own read-only cgroup mounts writable (CAP_SYS_ADMIN)
+        # and slurmd confines its jobs inside them, seeing none of the host's devices.
         nodeset = get("nodeset", NODESET)
+
+        def worker_nodeset(name: str, security: dict) -> None:
+            kubectl("apply", "-f", "-", stdin=json.dumps({
+                "apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"controllerRef": nodeset["spec"]["controllerRef"], "replicas": 1,
+                         "slurmd": {**nodeset["spec"]["slurmd"], "securityContext": security},
+                         "logfile": nodeset["spec"].get("logfile", {}),
+                         "partition": {"enabled": False}, "oversubscribeNode": True}}))
+
+        least = f"{RELEASE}-worker-least"
+        worker_nodeset(least, {"privileged": False})
+        c = wait_until("the unprivileged NodeSet's jobs confined",
+                       lambda: (c := nodeset_condition(least, "JobsConfined")) and
+                       c.get("reason") == "CgroupsEnforced" and c, 240, cluster_state, period=5)
+        assert "writable (remounted in an unprivileged container)" in c["message"], c
+        (pod,) = [p for p in workers() if p["metadata"]["labels"].get("app.kubernetes.io/instance") == least]
+        assert not pod["spec"]["containers"][0]["securityContext"].get("privileged"), pod["spec"]
+        host = pod["spec"]["hostname"]
+        wait_until(f"{host} idle", lambda: node_states().get(host) == "idle", 120, cluster_state)
+        cgroups = slurm("srun", "-w", host, "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
+        memory = next(line for line in cgroups.splitlines() if line.split(":")[1] == "memory")
+        assert "/job_" in memory and "/step_0" in memory, cgroups
+        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-w", host, "--mem=50M", "sh", "-c",
+                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
+        # The host's devices stay out of the container (a privileged one has them all).
+        devices = kubectl("-n", NS, "exec", pod["metadata"]["name"], "-c", "slurmd", "--", "ls", "/dev").stdout.split()
+        assert "kmsg" not in devices and "mem" not in devices, devices
+        kubectl("-n", NS, "delete", "nodeset", least, "--wait=true", "--timeout=120s", timeout=150)
+
+        # Without CAP_SYS_ADMIN the mounts stay read-only: slurmd cannot make cgroups and exits,
+        # and the NodeSet says why in slurmd's words, without `kubectl logs`.
         bad = f"{RELEASE}-worker-unprivileged"
-        kubectl("apply", "-f", "-", stdin=json.dumps({
-            "apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet",
-            "metadata": {"name": bad, "namespace": NS},
-            "spec": {"controllerRef": nodeset["spec"]["controllerRef"], "replicas": 1,
-                     "slurmd": {**nodeset["spec"]["slurmd"], "securityContext": {"privileged": False}},
-                     "logfile": nodeset["spec"].get("logfile", {}),
-                     "partition": {"enabled": False}, "oversubscribeNode": True}}))
+        worker_nodeset(bad, {"privileged": False, "capabilities": {"drop": ["SYS_ADMIN"]}})
         ready = wait_until("the NodeSet to say why slurmd exits",
                            lambda: (c := nodeset_condition(bad, "Ready")) and c.get("reason") == "PodsFailing" and
                            "exit code" in c.get("message", "") and c, 180, cluster_state)
@@ -374,6 +402,113 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         kubectl("-n", NS, "delete", "nodeset", bad, "--wait=true", "--timeout=120s", timeout=150)
     finally:
         uninstall_cluster()
+
+
+# Two GPU pods on the bed's Node, two of its four stand-in GPUs each (character devices 195:0-3,
+# no driver behind them), in a cluster that keeps the operator's own slurm.conf, cgroup.conf and
+# gres.conf (AutoDetect as it ships): single-node.yaml's fallback without cgroups is taken away,
+# nothing else is added. The stand-in driver's /proc/driver files are mounted over the pod's
+# /proc/driver before the image's entrypoint runs (no runtime lets a volume reach /proc; the real
+# driver's are simply there), and the entrypoint shows slurmd only its pod's GPUs.
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+STAND_IN_DRIVER = ["/usr/bin/tini", "--", "/bin/sh", "-c",
+                   'mount --bind /stand-in/driver /proc/driver && exec /usr/local/sbin/slurmd-entrypoint "$@"',
+                   "slurmd"]
+CONFINED_GPU_VALUES = {
+    "controller": {"extraConf": ""},
+    "configFiles": {"cgroup.conf": None},
+    "nodesets": {
+        "slinky": {"replicas": 0},
+        "gpu": {"replicas": 2, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
+                "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+                # The memory request lets slurmstepd stay out of the OOM killer's way (above).
+                "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"memory": "6Gi"}},
+                           "command": STAND_IN_DRIVER,
+                           "volumeMounts": [{"name": "stand-in-driver", "mountPath": "/stand-in/driver",
+                                             "readOnly": True}]},
+                "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT},
+                            "volumes": [{"name": "stand-in-driver",
+                                         "hostPath": {"path": ENV.get("TESTBED_FAKE_GPU_DRIVER", "/nonexistent"),
+                                                      "type": "Directory"}}]}},
+    },
+}
+OPENS = 'echo "gpus=${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}"; for i in 0 1 2 3; do head -c0 /dev/nvidia$i 2>&1; done; true'
+
+
+def opens(node: str, *args: str) -> dict[int, str]:
+    """Each /dev/nvidia<i> as a job step on `node` finds it: "allowed" (ENXIO: the device cgroup let
+    it through to a driver that is not there), "denied" (EPERM) or "absent" (not in the pod)."""
+    out = slurm("srun", "-p", "gpu", "-w", node, "--mem=100M", *args, "sh", "-c", OPENS, timeout=60)
+    seen = {}
+    for line in out.splitlines():
+        for i in range(4):
+            if f"/dev/nvidia{i}" in line:
+                seen[i] = ("allowed" if "No such device or address" in line else
+                           "denied" if "Operation not permitted" in line else
+                           "absent" if "No such file" in line else line)
+    return seen
+
+
+def test_a_gpu_job_holds_only_its_gpu_cpus_and_memory_by_default(tmp_path):
+    node = ENV["TESTBED_NODE"]
+    kubectl("label", "node", node, f"nvidia.com/gpu.product={GPU_PRODUCT}", "--overwrite")
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(CONFINED_GPU_VALUES))
+    try:
+        helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
+             "-f", str(path), timeout=120)
+        gpu_type = "nvidia_h100_80gb_hbm3"
+        wait_until("gpu-0 and gpu-1 idle with the two GPUs each found", lambda: node_states() == {
+            "gpu-0": "idle", "gpu-1": "idle"} and all(
+            f"Gres=gpu:{gpu_type}:2" in slurm("scontrol", "show", "node", n, "-o") for n in ("gpu-0", "gpu-1")),
+            420, cluster_state, period=5)
+        conf = get("configmap", f"{RELEASE}-config")["data"]
+        assert "TaskPlugin=task/cgroup,task/affinity" in conf["slurm.conf"], conf["slurm.conf"]
+        assert "ConstrainDevices=yes" in conf["cgroup.conf"], conf["cgroup.conf"]
+        assert "AutoDetect=full" in conf["gres.conf"], conf["gres.conf"]
+        c = wait_until("JobsConfined True", lambda: (c := nodeset_condition(f"{RELEASE}-worker-gpu", "JobsConfined"))
+                       and c.get("reason") == "CgroupsEnforced" and c, 120, cluster_state)
+        assert "cgroup v1, writable, memory controller" in c["message"], c
+        # Each slurmd found its own pod's two GPUs, not the Node's four.
+        pods = {p["spec"]["hostname"]: p for p in workers()}
+        logs = kubectl("-n", NS, "logs", pods["gpu-0"]["metadata"]["name"], "-c", "slurmd").stdout
+        assert "/proc/driver/nvidia/gpus shows this pod's GPUs: " in logs and "(of 4)" in logs, logs
+
+        # Devices: the kernel checks the device cgroup before it looks for a driver. A job given one
+        # GPU passes it for that one (ENXIO) and is refused the pod's other (EPERM); the other
+        # pod's are not in this pod at all.
+        for n in ("gpu-0", "gpu-1"):
+            seen = opens(n, "--gres=gpu:1")
+            assert sorted(seen.values()) == ["absent", "absent", "allowed", "denied"], (n, seen)
+        mine = {n: {i for i, s in opens(n, "--gres=gpu:2").items() if s == "allowed"} for n in ("gpu-0", "gpu-1")}
+        assert len(mine["gpu-0"]) == 2 and len(mine["gpu-1"]) == 2 and not mine["gpu-0"] & mine["gpu-1"], mine
+        # Two jobs at once on one node, one GPU each: neither can open the other's.
+        held = submit("-p", "gpu", "-w", "gpu-0", "--gres=gpu:1", "--mem=100M", "--time=2", "--wrap", "sleep 60")
+        wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
+        seen = opens("gpu-0", "--gres=gpu:1")
+        assert sorted(seen.values()) == ["absent", "absent", "allowed", "denied"], seen
+        slurm("scancel", held)
+
+        # CPUs: a task given one CPU runs on one CPU, and one given two on both of the bed's.
+        one = slurm("srun", "-p", "gpu", "-c1", "--mem=100M", "grep", "Cpus_allowed_list", "/proc/self/status",
+                    timeout=60).split()[-1]
+        assert one.isdigit(), one
+        two = slurm("srun", "-p", "gpu", "-c2", "--mem=100M", "grep", "Cpus_allowed_list", "/proc/self/status",
+                    timeout=60).split()[-1]
+        assert two in ("0-1", "0,1"), two
+
+        # Memory: over its 50 MB the task is killed by its cgroup; the pod and slurmd live on.
+        before = pods["gpu-0"]
+        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "-w", "gpu-0",
+                    "--mem=50M", "sh", "-c", "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
+        after = {p["spec"]["hostname"]: p for p in workers()}["gpu-0"]
+        assert after["metadata"]["uid"] == before["metadata"]["uid"]
+        assert all(s["restartCount"] == 0 for s in after["status"]["containerStatuses"]), after["status"]
+        wait_until("gpu-0 idle again", lambda: node_states().get("gpu-0") == "idle", 60, cluster_state)
+    finally:
+        uninstall_cluster()
+        kubectl("label", "node", node, "nvidia.com/gpu.product-", check=False)
 
 
 def slurmctld_signal(pod: str, sig: str) -> None:
