@@ -377,7 +377,8 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
                        c.get("reason") == "CgroupsEnforced" and c, 240, cluster_state, period=5)
         assert "writable (remounted in an unprivileged container)" in c["message"], c
         (pod,) = [p for p in workers() if p["metadata"]["labels"].get("app.kubernetes.io/instance") == least]
-        assert not pod["spec"]["containers"][0]["securityContext"].get("privileged"), pod["spec"]
+        slurmd = next(c for c in pod["spec"]["containers"] if c["name"] == "slurmd")
+        assert not slurmd["securityContext"].get("privileged"), slurmd
         host = pod["spec"]["hostname"]
         wait_until(f"{host} idle", lambda: node_states().get(host) == "idle", 120, cluster_state)
         cgroups = slurm("srun", "-w", host, "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
