@@ -960,7 +960,7 @@ void gres_missing(const ClusterView& view, std::vector<Finding>& out) {
         }
       }
       if (const slurm::Node* n = view.slurm_node(hostname_of(p));
-          n != nullptr && mentions(n->reason, {"gres/", "count reported lower", "GPU count:"})) {
+          n != nullptr && mentions(n->reason, {"gres/", "count reported lower", "gpu count:"})) {
         evidence.push_back("Slurm node " + n->name + ": " + node_state(*n) + " (" + n->reason +
                            ")");
       }

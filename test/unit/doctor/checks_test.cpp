@@ -320,6 +320,14 @@ TEST(Doctor, NamesGpusTheNodeNoLongerAdvertises) {
   const auto findings = run(f.view, "gres-missing");
   ASSERT_EQ(findings.size(), 1U);
   EXPECT_EQ(findings[0].evidence.size(), 2U);
+  // The operator's own drain for the count (GpuCountsMatch) is evidence too.
+  f.slurm_node("w-0").reason =
+      "slurm-operator: GPU count: Node k8s-0 allocates 0 nvidia.com/gpu, fewer than the 4 Slurm "
+      "node w-0 registered and its pod holds";
+  const auto drained = run(f.view, "gres-missing");
+  ASSERT_EQ(drained.size(), 1U);
+  ASSERT_EQ(drained[0].evidence.size(), 2U);
+  EXPECT_NE(drained[0].evidence[1].find("GPU count:"), std::string::npos) << drained[0].evidence[1];
 }
 
 TEST(Doctor, ReportsEveryResourceThatIsNotReady) {
