@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, controllers_up, get, helm,
                      install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states,
@@ -405,48 +406,42 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         uninstall_cluster()
 
 
-# Two GPU pods on the bed's Node, two of its four stand-in GPUs each (character devices 195:0-3,
-# no driver behind them), in a cluster that keeps the operator's own slurm.conf, cgroup.conf and
-# gres.conf (AutoDetect as it ships): single-node.yaml's fallback without cgroups is taken away,
-# nothing else is added. The stand-in driver's /proc/driver files are mounted over the pod's
-# /proc/driver before the image's entrypoint runs (no runtime lets a volume reach /proc; the real
-# driver's are simply there), and the entrypoint shows slurmd only its pod's GPUs.
+# A GPU pod with the bed's four stand-in GPUs (character devices 195:0-3, no driver behind them)
+# in a cluster that keeps the operator's own slurm.conf and cgroup.conf: single-node.yaml's
+# fallback without cgroups is taken away, nothing else is added. The devices are named in
+# gres.conf (autodetection: see docs/gpus.md).
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-STAND_IN_DRIVER = ["/usr/bin/tini", "--", "/bin/sh", "-c",
-                   'mount --bind /stand-in/driver /proc/driver && exec /usr/local/sbin/slurmd-entrypoint "$@"',
-                   "slurmd"]
-CONFINED_GPU_VALUES = {
-    "controller": {"extraConf": ""},
-    "configFiles": {"cgroup.conf": None},
-    "nodesets": {
-        "slinky": {"replicas": 0},
-        "gpu": {"replicas": 2, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
-                "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
-                # The memory request lets slurmstepd stay out of the OOM killer's way (above).
-                "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"memory": "6Gi"}},
-                           "command": STAND_IN_DRIVER,
-                           "volumeMounts": [{"name": "stand-in-driver", "mountPath": "/stand-in/driver",
-                                             "readOnly": True}]},
-                "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT},
-                            "volumes": [{"name": "stand-in-driver",
-                                         "hostPath": {"path": ENV.get("TESTBED_FAKE_GPU_DRIVER", "/nonexistent"),
-                                                      "type": "Directory"}}]}},
-    },
+CONFINED_GPU_NODESETS = {
+    "gpu": {"replicas": 1, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
+            "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+            # The memory request lets slurmstepd stay out of the OOM killer's way (above).
+            "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}, "requests": {"memory": "6Gi"}}},
+            "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT}},
+            "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"}},
 }
+
+
+def confined_gpu_values() -> dict:
+    """single-node.yaml without its fallback (its extraConf and cgroup.conf), with the GPU NodeSet."""
+    values = yaml.safe_load(VALUES.read_text())
+    values.pop("configFiles", None)
+    values["controller"].pop("extraConf", None)
+    values["nodesets"] = {"slinky": {**values["nodesets"]["slinky"], "replicas": 0}, **CONFINED_GPU_NODESETS}
+    return values
+
+
 OPENS = 'echo "gpus=${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}"; for i in 0 1 2 3; do head -c0 /dev/nvidia$i 2>&1; done; true'
 
 
-def opens(node: str, *args: str) -> dict[int, str]:
-    """Each /dev/nvidia<i> as a job step on `node` finds it: "allowed" (ENXIO: the device cgroup let
-    it through to a driver that is not there), "denied" (EPERM) or "absent" (not in the pod)."""
-    out = slurm("srun", "-p", "gpu", "-w", node, "--mem=100M", *args, "sh", "-c", OPENS, timeout=60)
-    seen = {}
-    for line in out.splitlines():
-        for i in range(4):
-            if f"/dev/nvidia{i}" in line:
-                seen[i] = ("allowed" if "No such device or address" in line else
-                           "denied" if "Operation not permitted" in line else
-                           "absent" if "No such file" in line else line)
+def opens(*args: str) -> list[str]:
+    """Each /dev/nvidia<i> as a job step finds it: "allowed" (ENXIO: the device cgroup let it
+    through to a driver that is not there) or "denied" (EPERM)."""
+    out = slurm("srun", "-p", "gpu", "--mem=100M", *args, "sh", "-c", OPENS, timeout=60)
+    seen = []
+    for i in range(4):
+        line = next((line for line in out.splitlines() if f"/dev/nvidia{i}" in line), "")
+        seen.append("allowed" if "No such device or address" in line else
+                    "denied" if "Operation not permitted" in line else line)
     return seen
 
 
@@ -454,40 +449,29 @@ def test_a_gpu_job_holds_only_its_gpu_cpus_and_memory_by_default(tmp_path):
     node = ENV["TESTBED_NODE"]
     kubectl("label", "node", node, f"nvidia.com/gpu.product={GPU_PRODUCT}", "--overwrite")
     path = tmp_path / "gpu.json"
-    path.write_text(json.dumps(CONFINED_GPU_VALUES))
+    path.write_text(json.dumps(confined_gpu_values()))
     try:
-        helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(VALUES),
-             "-f", str(path), timeout=120)
-        gpu_type = "nvidia_h100_80gb_hbm3"
-        wait_until("gpu-0 and gpu-1 idle with the two GPUs each found", lambda: node_states() == {
-            "gpu-0": "idle", "gpu-1": "idle"} and all(
-            f"Gres=gpu:{gpu_type}:2" in slurm("scontrol", "show", "node", n, "-o") for n in ("gpu-0", "gpu-1")),
-            420, cluster_state, period=5)
+        helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(path),
+             timeout=120)
+        wait_until("gpu-0 idle with its GPUs", lambda: node_states() == {"gpu-0": "idle"} and
+                   "Gres=gpu:nvidia_h100_80gb_hbm3:4" in slurm("scontrol", "show", "node", "gpu-0", "-o"),
+                   420, cluster_state, period=5)
         conf = get("configmap", f"{RELEASE}-config")["data"]
         assert "TaskPlugin=task/cgroup,task/affinity" in conf["slurm.conf"], conf["slurm.conf"]
         assert "ConstrainDevices=yes" in conf["cgroup.conf"], conf["cgroup.conf"]
-        assert "AutoDetect=full" in conf["gres.conf"], conf["gres.conf"]
         c = wait_until("JobsConfined True", lambda: (c := nodeset_condition(f"{RELEASE}-worker-gpu", "JobsConfined"))
                        and c.get("reason") == "CgroupsEnforced" and c, 120, cluster_state)
-        assert "cgroup v1, writable, memory controller" in c["message"], c
-        # Each slurmd found its own pod's two GPUs, not the Node's four.
-        pods = {p["spec"]["hostname"]: p for p in workers()}
-        logs = kubectl("-n", NS, "logs", pods["gpu-0"]["metadata"]["name"], "-c", "slurmd").stdout
-        assert "/proc/driver/nvidia/gpus shows this pod's GPUs: " in logs and "(of 4)" in logs, logs
+        assert "cgroup v1, writable, memory controller, device control" in c["message"], c
 
-        # Devices: the kernel checks the device cgroup before it looks for a driver. A job given one
-        # GPU passes it for that one (ENXIO) and is refused the pod's other (EPERM); the other
-        # pod's are not in this pod at all.
-        for n in ("gpu-0", "gpu-1"):
-            seen = opens(n, "--gres=gpu:1")
-            assert sorted(seen.values()) == ["absent", "absent", "allowed", "denied"], (n, seen)
-        mine = {n: {i for i, s in opens(n, "--gres=gpu:2").items() if s == "allowed"} for n in ("gpu-0", "gpu-1")}
-        assert len(mine["gpu-0"]) == 2 and len(mine["gpu-1"]) == 2 and not mine["gpu-0"] & mine["gpu-1"], mine
-        # Two jobs at once on one node, one GPU each: neither can open the other's.
-        held = submit("-p", "gpu", "-w", "gpu-0", "--gres=gpu:1", "--mem=100M", "--time=2", "--wrap", "sleep 60")
+        # Devices: the kernel checks the device cgroup before it looks for a driver. A job given
+        # one GPU passes it for that one (ENXIO) and is refused the three others (EPERM).
+        assert sorted(opens("--gres=gpu:1")) == ["allowed", "denied", "denied", "denied"]
+        assert sorted(opens("--gres=gpu:2")) == ["allowed", "allowed", "denied", "denied"]
+        # Two jobs at once, one GPU each: neither can open the other's.
+        held = submit("-p", "gpu", "--gres=gpu:1", "--mem=100M", "--time=2", "--wrap", "sleep 60")
         wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
-        seen = opens("gpu-0", "--gres=gpu:1")
-        assert sorted(seen.values()) == ["absent", "absent", "allowed", "denied"], seen
+        second = opens("--gres=gpu:1")
+        assert sorted(second) == ["allowed", "denied", "denied", "denied"], second
         slurm("scancel", held)
 
         # CPUs: a task given one CPU runs on one CPU, and one given two on both of the bed's.
@@ -499,14 +483,14 @@ def test_a_gpu_job_holds_only_its_gpu_cpus_and_memory_by_default(tmp_path):
         assert two in ("0-1", "0,1"), two
 
         # Memory: over its 50 MB the task is killed by its cgroup; the pod and slurmd live on.
-        before = pods["gpu-0"]
-        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "-w", "gpu-0",
-                    "--mem=50M", "sh", "-c", "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        (before,) = workers()
+        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "--mem=50M", "sh", "-c",
+                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
         assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
-        after = {p["spec"]["hostname"]: p for p in workers()}["gpu-0"]
+        (after,) = workers()
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         assert all(s["restartCount"] == 0 for s in after["status"]["containerStatuses"]), after["status"]
-        wait_until("gpu-0 idle again", lambda: node_states().get("gpu-0") == "idle", 60, cluster_state)
+        wait_until("gpu-0 idle again", lambda: node_states() == {"gpu-0": "idle"}, 60, cluster_state)
     finally:
         uninstall_cluster()
         kubectl("label", "node", node, "nvidia.com/gpu.product-", check=False)
