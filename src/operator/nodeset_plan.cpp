@@ -423,6 +423,8 @@ struct Planner {
   void create_missing();
   void mirror_the_pods_that_stay();
   void kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node);
+  void link_slurm_node(const WorkerPod& w, const slurm::Node& node,
+                       const kube::Document* kube_node);
   void slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool protect);
   void prune_slurm_records();
   void write_status();
@@ -1082,6 +1084,13 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       add(std::move(patch), "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed");
     }
   }
+  link_slurm_node(w, node, kube_node);
+}
+
+// The Slurm node's record follows its pod and Node: the pod link in its comment, its topology
+// and features from the Node's annotations, its address from the running pod.
+void Planner::link_slurm_node(const WorkerPod& w, const slurm::Node& node,
+                              const kube::Document* kube_node) {
   // The pod <-> node link, in the node's comment.
   const std::string info = build::pod_info(n, w.name, w.kube_node).dump();
   slurm::NodeUpdate link;
