@@ -1,23 +1,17 @@
 #include "gpu/report.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 #include <sstream>
 
+#include "operator/build/common.hpp"
 #include "operator/build/gpus.hpp"
 
 namespace tightrope::gpu {
 namespace {
 
 using nlohmann::json;
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
+using op::build::lower;
 
 std::string or_none(const std::string& gres) {
   return gres.empty() ? "(no GPU)" : gres;
