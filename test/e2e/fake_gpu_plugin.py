@@ -8,7 +8,8 @@ and offers them to the kubelet as healthy devices gpu-<i> of the resource, so th
 kubelet's device manager, the scheduler and containerd do for real what they do with GPUs: count
 them in the Node's capacity, refuse a pod that asks more than are free, and put the allocated
 device nodes and NVIDIA_VISIBLE_DEVICES into the container. It also writes the files NVIDIA's
-driver shows in /proc/driver/nvidia/gpus, under DIR/driver, for Slurm's AutoDetect=nvidia.
+driver shows that Slurm's AutoDetect=nvidia reads: /proc/driver/nvidia/gpus under DIR/driver, and
+/sys/bus/pci/drivers/nvidia (each GPU's local CPUs) under DIR/sys-pci-drivers.
 
 It registers through the kubelet's plugin watcher (a socket in KUBELET_ROOT/plugins_registry),
 not /var/lib/kubelet/device-plugins: that directory is fixed in the kubelet, whatever its
@@ -93,19 +94,27 @@ class FakeGpus(KubeletPlugin):
         self.make_driver_files()
 
     def make_driver_files(self) -> None:
-        """What NVIDIA's driver shows of the Node's GPUs in /proc/driver/nvidia/gpus (which no
-        container runtime lets a mount reach): one <bus id>/information per GPU, with the fields
-        Slurm's AutoDetect=nvidia reads, under DIR/driver/nvidia/gpus. A test mounts DIR/driver
-        over a pod's /proc/driver."""
+        """What NVIDIA's driver shows of the Node's GPUs, with the fields Slurm's AutoDetect=nvidia
+        reads: /proc/driver/nvidia/gpus/<bus id>/information under DIR/driver (no container
+        runtime lets a mount reach into /proc), and the CPUs each GPU is attached to,
+        /sys/bus/pci/drivers/nvidia/<bus id>/local_cpulist, under DIR/sys-pci-drivers. Slurm
+        binds an autodetected GPU to those CPUs: without them it binds it to none, and no job
+        can be given it. A test mounts the two over a pod's /proc/driver and /sys/bus/pci/drivers.
+        One NUMA node: every GPU is attached to every CPU of the host."""
         gpus = self.devices_dir / "driver/nvidia/gpus"
+        sysfs = self.devices_dir / "sys-pci-drivers/nvidia"
+        cpus = f"0-{os.cpu_count() - 1}"
         for i in range(len(self.ids)):
-            bus = gpus / f"0000:{i + 1:02x}:00.0"
+            bus_id = f"0000:{i + 1:02x}:00.0"
+            (sysfs / bus_id).mkdir(parents=True, exist_ok=True)
+            (sysfs / bus_id / "local_cpulist").write_text(cpus + "\n")
+            bus = gpus / bus_id
             bus.mkdir(parents=True, exist_ok=True)
             (bus / "information").write_text(
                 f"Model: \t\t {self.model}\nIRQ:   \t\t {40 + i}\n"
                 f"GPU UUID: \t GPU-{i:08x}-0000-4000-8000-00000000{i:04x}\nVideo BIOS: \t ??.??.??.??.??\n"
                 f"Bus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\n"
-                f"Bus Location: \t 0000:{i + 1:02x}:00.0\nDevice Minor: \t {i}\nGPU Excluded:\t No\n")
+                f"Bus Location: \t {bus_id}\nDevice Minor: \t {i}\nGPU Excluded:\t No\n")
 
     def device_index(self, device_id: str, context: grpc.ServicerContext) -> int:
         if device_id not in self.ids:

@@ -406,19 +406,31 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         uninstall_cluster()
 
 
-# A GPU pod with the bed's four stand-in GPUs (character devices 195:0-3, no driver behind them)
-# in a cluster that keeps the operator's own slurm.conf and cgroup.conf: single-node.yaml's
-# fallback without cgroups is taken away, nothing else is added. The devices are named in
-# gres.conf (autodetection: see docs/gpus.md).
+# Two GPU pods on the bed's Node, two of its four stand-in GPUs each (character devices 195:0-3,
+# no driver behind them), in a cluster that keeps the operator's own slurm.conf, cgroup.conf and
+# gres.conf (the default AutoDetect=full): single-node.yaml's fallback without cgroups is taken
+# away, nothing else is added. What NVIDIA's driver would show in /proc/driver/nvidia and
+# /sys/bus/pci/drivers/nvidia comes from the stand-in driver's files, mounted there before the
+# image's entrypoint runs (no runtime mounts a volume inside /proc: docs/testbed.md).
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-CONFINED_GPU_NODESETS = {
-    "gpu": {"replicas": 1, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
-            "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+STAND_IN_DRIVER = ("mount --bind /stand-in/proc-driver /proc/driver && "
+                   "mount --bind /stand-in/sys-pci-drivers /sys/bus/pci/drivers && "
+                   'exec /usr/local/sbin/slurmd-entrypoint "$@"')
+
+
+def confined_gpu_nodesets() -> dict:
+    driver = {"proc-driver": ENV["TESTBED_FAKE_GPU_DRIVER"], "sys-pci-drivers": ENV["TESTBED_FAKE_GPU_SYSFS"]}
+    return {"gpu": {
+        "replicas": 2, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
+        "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
+        "slurmd": {
             # The memory request lets slurmstepd stay out of the OOM killer's way (above).
-            "slurmd": {"resources": {"limits": {"nvidia.com/gpu": 4}, "requests": {"memory": "6Gi"}}},
-            "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT}},
-            "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"}},
-}
+            "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"memory": "3Gi"}},
+            "command": ["/usr/bin/tini", "--", "/bin/sh", "-c", STAND_IN_DRIVER, "slurmd"],
+            "volumeMounts": [{"name": n, "mountPath": f"/stand-in/{n}", "readOnly": True} for n in driver]},
+        "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT},
+                    "volumes": [{"name": n, "hostPath": {"path": path, "type": "Directory"}}
+                                for n, path in driver.items()]}}}
 
 
 def confined_gpu_values() -> dict:
@@ -426,26 +438,35 @@ def confined_gpu_values() -> dict:
     values = yaml.safe_load(VALUES.read_text())
     values.pop("configFiles", None)
     values["controller"].pop("extraConf", None)
-    values["nodesets"] = {"slinky": {**values["nodesets"]["slinky"], "replicas": 0}, **CONFINED_GPU_NODESETS}
+    values["nodesets"] = {"slinky": {**values["nodesets"]["slinky"], "replicas": 0}, **confined_gpu_nodesets()}
     return values
 
 
 OPENS = 'echo "gpus=${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}"; for i in 0 1 2 3; do head -c0 /dev/nvidia$i 2>&1; done; true'
 
 
-def opens(*args: str) -> list[str]:
-    """Each /dev/nvidia<i> as a job step finds it: "allowed" (ENXIO: the device cgroup let it
-    through to a driver that is not there) or "denied" (EPERM)."""
-    out = slurm("srun", "-p", "gpu", "--mem=100M", *args, "sh", "-c", OPENS, timeout=60)
-    seen = []
+def opens(node: str, *args: str) -> dict[int, str]:
+    """Each /dev/nvidia<i> as a job step on node finds it: "allowed" (ENXIO: the device cgroup
+    let it through to a driver that is not there), "denied" (EPERM) or "absent" (the pod has
+    not got it)."""
+    out = slurm("srun", "-p", "gpu", "-w", node, "--mem=100M", *args, "sh", "-c", OPENS, timeout=60)
+    seen = {}
     for i in range(4):
         line = next((line for line in out.splitlines() if f"/dev/nvidia{i}" in line), "")
-        seen.append("allowed" if "No such device or address" in line else
-                    "denied" if "Operation not permitted" in line else line)
+        seen[i] = ("allowed" if "No such device or address" in line else
+                   "denied" if "Operation not permitted" in line else
+                   "absent" if "No such file or directory" in line else line)
     return seen
 
 
-def test_a_gpu_job_holds_only_its_gpu_cpus_and_memory_by_default(tmp_path):
+def pod_gpus(pod: dict) -> list[int]:
+    """The stand-in GPUs the kubelet gave the pod, by their device nodes."""
+    devices = kubectl("-n", NS, "exec", pod["metadata"]["name"], "-c", "slurmd", "--", "sh", "-c",
+                      "ls /dev | grep -x 'nvidia[0-9]*'").stdout.split()
+    return sorted(int(d.removeprefix("nvidia")) for d in devices)
+
+
+def test_jobs_get_autodetected_gpus_and_only_theirs_cpus_and_memory_by_default(tmp_path):
     node = ENV["TESTBED_NODE"]
     kubectl("label", "node", node, f"nvidia.com/gpu.product={GPU_PRODUCT}", "--overwrite")
     path = tmp_path / "gpu.json"
@@ -453,44 +474,55 @@ def test_a_gpu_job_holds_only_its_gpu_cpus_and_memory_by_default(tmp_path):
     try:
         helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "-f", str(path),
              timeout=120)
-        wait_until("gpu-0 idle with its GPUs", lambda: node_states() == {"gpu-0": "idle"} and
-                   "Gres=gpu:nvidia_h100_80gb_hbm3:4" in slurm("scontrol", "show", "node", "gpu-0", "-o"),
-                   420, cluster_state, period=5)
+        wait_until("gpu-0 and gpu-1 idle with their GPUs", lambda: node_states() == {"gpu-0": "idle", "gpu-1": "idle"}
+                   and all("Gres=gpu:nvidia_h100_80gb_hbm3:2" in slurm("scontrol", "show", "node", n, "-o")
+                           for n in ("gpu-0", "gpu-1")), 420, cluster_state, period=5)
         conf = get("configmap", f"{RELEASE}-config")["data"]
         assert "TaskPlugin=task/cgroup,task/affinity" in conf["slurm.conf"], conf["slurm.conf"]
         assert "ConstrainDevices=yes" in conf["cgroup.conf"], conf["cgroup.conf"]
+        assert "AutoDetect=full" in conf["gres.conf"] and "File=" not in conf["gres.conf"], conf["gres.conf"]
         c = wait_until("JobsConfined True", lambda: (c := nodeset_condition(f"{RELEASE}-worker-gpu", "JobsConfined"))
                        and c.get("reason") == "CgroupsEnforced" and c, 120, cluster_state)
         assert "cgroup v1, writable, memory controller, device control" in c["message"], c
+        c = nodeset_condition(f"{RELEASE}-worker-gpu", "GpuCountsMatch")
+        assert c and c["status"] == "True", c
 
-        # Devices: the kernel checks the device cgroup before it looks for a driver. A job given
-        # one GPU passes it for that one (ENXIO) and is refused the three others (EPERM).
-        assert sorted(opens("--gres=gpu:1")) == ["allowed", "denied", "denied", "denied"]
-        assert sorted(opens("--gres=gpu:2")) == ["allowed", "allowed", "denied", "denied"]
-        # Two jobs at once, one GPU each: neither can open the other's.
-        held = submit("-p", "gpu", "--gres=gpu:1", "--mem=100M", "--time=2", "--wrap", "sleep 60")
-        wait_until(f"job {held} running", lambda: job_state(held) == "RUNNING", 60, cluster_state)
-        second = opens("--gres=gpu:1")
-        assert sorted(second) == ["allowed", "denied", "denied", "denied"], second
-        slurm("scancel", held)
+        # Each slurmd autodetected the pod's own two GPUs, not the Node's four; the kernel checks
+        # the device cgroup before it looks for a driver. A job given one GPU passes it for that
+        # one (ENXIO) and is refused the pod's other (EPERM); the other pod's are not there.
+        pods = {p["spec"]["hostname"]: p for p in workers()}
+        held = {host: pod_gpus(pod) for host, pod in pods.items()}
+        assert sorted(held["gpu-0"] + held["gpu-1"]) == [0, 1, 2, 3], held
+        for host, mine in held.items():
+            one = opens(host, "--gres=gpu:1")
+            assert sorted(one[i] for i in mine) == ["allowed", "denied"], (host, one)
+            assert all(one[i] == "absent" for i in range(4) if i not in mine), (host, one)
+            both = opens(host, "--gres=gpu:2")
+            assert all(both[i] == "allowed" for i in mine), (host, both)
+        # Two jobs at once on one node, one GPU each: neither can open the other's.
+        running = submit("-p", "gpu", "-w", "gpu-0", "--gres=gpu:1", "--mem=100M", "--time=2", "--wrap", "sleep 60")
+        wait_until(f"job {running} running", lambda: job_state(running) == "RUNNING", 60, cluster_state)
+        second = opens("gpu-0", "--gres=gpu:1")
+        assert sorted(second[i] for i in held["gpu-0"]) == ["allowed", "denied"], second
+        slurm("scancel", running)
 
         # CPUs: a task given one CPU runs on one CPU, and one given two on both of the bed's.
-        one = slurm("srun", "-p", "gpu", "-c1", "--mem=100M", "grep", "Cpus_allowed_list", "/proc/self/status",
-                    timeout=60).split()[-1]
+        one = slurm("srun", "-p", "gpu", "-w", "gpu-0", "-c1", "--mem=100M", "grep", "Cpus_allowed_list",
+                    "/proc/self/status", timeout=60).split()[-1]
         assert one.isdigit(), one
-        two = slurm("srun", "-p", "gpu", "-c2", "--mem=100M", "grep", "Cpus_allowed_list", "/proc/self/status",
-                    timeout=60).split()[-1]
+        two = slurm("srun", "-p", "gpu", "-w", "gpu-0", "-c2", "--mem=100M", "grep", "Cpus_allowed_list",
+                    "/proc/self/status", timeout=60).split()[-1]
         assert two in ("0-1", "0,1"), two
 
         # Memory: over its 50 MB the task is killed by its cgroup; the pod and slurmd live on.
-        (before,) = workers()
-        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "--mem=50M", "sh", "-c",
-                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        before = pods["gpu-0"]
+        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "-w", "gpu-0",
+                    "--mem=50M", "sh", "-c", "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
         assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
-        (after,) = workers()
+        after = {p["spec"]["hostname"]: p for p in workers()}["gpu-0"]
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         assert all(s["restartCount"] == 0 for s in after["status"]["containerStatuses"]), after["status"]
-        wait_until("gpu-0 idle again", lambda: node_states() == {"gpu-0": "idle"}, 60, cluster_state)
+        wait_until("gpu-0 idle again", lambda: node_states().get("gpu-0") == "idle", 60, cluster_state)
     finally:
         uninstall_cluster()
         kubectl("label", "node", node, "nvidia.com/gpu.product-", check=False)
