@@ -1,5 +1,6 @@
 #include "api/codec.hpp"
 
+#include <type_traits>
 #include <utility>
 
 namespace tightrope::api {
@@ -353,7 +354,9 @@ json header(const T& object, const char* kind) {
   put(meta, "namespace", object.metadata.namespace_name);
   put(meta, "labels", object.metadata.labels);
   put(meta, "annotations", object.metadata.annotations);
-  return {{"apiVersion", kApiVersion}, {"kind", kind}, {"metadata", meta}};
+  const std::string_view api_version =
+      std::is_same_v<T, HealthCheck> ? kTightropeApiVersion : kApiVersion;
+  return {{"apiVersion", api_version}, {"kind", kind}, {"metadata", meta}};
 }
 
 void finish(json& doc, const json& spec, const json& status) {
@@ -811,6 +814,142 @@ json encode(const Token& t) {
   json doc = header(t, "Token");
   finish(doc, spec, status);
   return doc;
+}
+
+namespace {
+
+// An item that is not an object reads as a requirement without a key, which validation refuses.
+void read_selector(const Reader& r, LabelSelector* out) {
+  r.string_map("matchLabels", &out->match_labels);
+  r.each("matchExpressions", [&](const Reader& e, const json&, const std::string&) {
+    LabelSelector::Requirement requirement;
+    e.str("key", &requirement.key);
+    e.str("operator", &requirement.op);
+    e.strings("values", &requirement.values);
+    out->match_expressions.push_back(std::move(requirement));
+  });
+}
+
+json selector_json(const LabelSelector& s) {
+  json o = json::object();
+  put(o, "matchLabels", s.match_labels);
+  if (!s.match_expressions.empty()) {
+    json expressions = json::array();
+    for (const auto& e : s.match_expressions) {
+      json item = {{"key", e.key}, {"operator", e.op}};
+      put(item, "values", e.values);
+      expressions.push_back(std::move(item));
+    }
+    o["matchExpressions"] = std::move(expressions);
+  }
+  return o;
+}
+
+}  // namespace
+
+Decoded<HealthCheck> decode_health_check(const json& doc) {
+  return decode<HealthCheck>(doc, [](const Reader& s, const Reader& st, HealthCheck* h) {
+    HealthCheckSpec& spec = h->spec;
+    read_selector(s.child("nodeSetSelector"), &spec.node_set_selector);
+    const Reader passive = s.child("passive");
+    passive.integer("intervalSeconds", &spec.passive.interval_seconds);
+    passive.strings("checks", &spec.passive.checks);
+    passive.strings("mounts", &spec.passive.mounts);
+    passive.child("scripts").local_ref("configMapRef", &spec.passive.scripts);
+    passive.integer("timeoutSeconds", &spec.passive.timeout_seconds);
+    const Reader remediation = s.child("remediation");
+    remediation.any("maxUnhealthy", &spec.remediation.max_unhealthy);
+    remediation.boolean("replace", &spec.remediation.replace);
+    remediation.integer("quarantineAfter", &spec.remediation.quarantine_after);
+    remediation.integer("windowSeconds", &spec.remediation.window_seconds);
+
+    HealthCheckStatus& status = h->status;
+    st.integer("observedGeneration", &status.observed_generation);
+    st.conditions("conditions", &status.conditions);
+    st.each("remediations", [&](const Reader& r, const json&, const std::string&) {
+      NodeRemediation n;
+      r.str("node", &n.node);
+      r.str("nodeSet", &n.node_set);
+      r.str("podUID", &n.pod_uid);
+      r.str("kubeNode", &n.kube_node);
+      r.str("check", &n.check);
+      r.str("message", &n.message);
+      r.str("phase", &n.phase);
+      r.str("since", &n.since);
+      status.remediations.push_back(std::move(n));
+    });
+    st.each("kubeNodes", [&](const Reader& r, const json&, const std::string&) {
+      KubeNodeHealth k;
+      r.str("name", &k.name);
+      r.strings("failures", &k.failures);
+      r.boolean("quarantined", &k.quarantined);
+      status.kube_nodes.push_back(std::move(k));
+    });
+  });
+}
+
+json encode(const HealthCheck& h) {
+  const HealthCheckSpec& s = h.spec;
+  json spec = json::object();
+  spec["nodeSetSelector"] = selector_json(s.node_set_selector);
+  json passive = json::object();
+  put(passive, "intervalSeconds", s.passive.interval_seconds);
+  put(passive, "checks", s.passive.checks);
+  put(passive, "mounts", s.passive.mounts);
+  if (s.passive.scripts) {
+    passive["scripts"]["configMapRef"]["name"] = s.passive.scripts->name;
+  }
+  put(passive, "timeoutSeconds", s.passive.timeout_seconds);
+  put(spec, "passive", passive);
+  json remediation = json::object();
+  if (!s.remediation.max_unhealthy.is_null()) {
+    remediation["maxUnhealthy"] = s.remediation.max_unhealthy;
+  }
+  put(remediation, "replace", s.remediation.replace);
+  put(remediation, "quarantineAfter", s.remediation.quarantine_after);
+  put(remediation, "windowSeconds", s.remediation.window_seconds);
+  put(spec, "remediation", remediation);
+
+  json status = encode_health_status(h.status);
+  json doc = header(h, "HealthCheck");
+  finish(doc, spec, status);
+  return doc;
+}
+
+json encode_health_status(const HealthCheckStatus& st) {
+  json status = json::object();
+  put(status, "observedGeneration", st.observed_generation);
+  if (!st.conditions.empty()) {
+    status["conditions"] = encode_conditions(st.conditions);
+  }
+  if (!st.remediations.empty()) {
+    json list = json::array();
+    for (const auto& n : st.remediations) {
+      json item = json::object();
+      put(item, "node", n.node);
+      put(item, "nodeSet", n.node_set);
+      put(item, "podUID", n.pod_uid);
+      put(item, "kubeNode", n.kube_node);
+      put(item, "check", n.check);
+      put(item, "message", n.message);
+      put(item, "phase", n.phase);
+      put(item, "since", n.since);
+      list.push_back(std::move(item));
+    }
+    status["remediations"] = std::move(list);
+  }
+  if (!st.kube_nodes.empty()) {
+    json list = json::array();
+    for (const auto& k : st.kube_nodes) {
+      json item = json::object();
+      put(item, "name", k.name);
+      put(item, "failures", k.failures);
+      put(item, "quarantined", k.quarantined);
+      list.push_back(std::move(item));
+    }
+    status["kubeNodes"] = std::move(list);
+  }
+  return status;
 }
 
 }  // namespace tightrope::api

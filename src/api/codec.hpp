@@ -1,7 +1,7 @@
-// JSON for the slinky.slurm.net/v1beta1 resources: decode what the API server sends (a wrong
-// type names the field: "spec.replicas: must be an integer"), encode what the operator writes.
-// Encoding leaves out what is empty or zero, as Go's omitempty does, so an encoded spec is what a
-// user would have written.
+// JSON for the slinky.slurm.net/v1beta1 resources and Tightrope's HealthCheck: decode what the API
+// server sends (a wrong type names the field: "spec.replicas: must be an integer"), encode what the
+// operator writes. Encoding leaves out what is empty or zero, as Go's omitempty does, so an encoded
+// spec is what a user would have written.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -33,6 +33,7 @@ Decoded<LoginSet> decode_loginset(const nlohmann::json& doc);
 Decoded<RestApi> decode_restapi(const nlohmann::json& doc);
 Decoded<Accounting> decode_accounting(const nlohmann::json& doc);
 Decoded<Token> decode_token(const nlohmann::json& doc);
+Decoded<HealthCheck> decode_health_check(const nlohmann::json& doc);
 
 // The whole resource: apiVersion, kind, metadata (name, namespace, labels, annotations), spec and
 // status.
@@ -42,6 +43,9 @@ nlohmann::json encode(const LoginSet& object);
 nlohmann::json encode(const RestApi& object);
 nlohmann::json encode(const Accounting& object);
 nlohmann::json encode(const Token& object);
+nlohmann::json encode(const HealthCheck& object);
+// A HealthCheck's status alone, as its status subresource takes it.
+nlohmann::json encode_health_status(const HealthCheckStatus& status);
 
 nlohmann::json encode_conditions(const std::vector<Condition>& conditions);
 std::vector<Condition> decode_conditions(const nlohmann::json& array);

@@ -1,5 +1,6 @@
 #include "api/defaults.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -119,6 +120,55 @@ void apply_defaults(Token& t) {
   if (t.spec.secret_ref->key.empty()) {
     t.spec.secret_ref->key = std::string(kTokenSecretKey);
   }
+}
+
+void apply_defaults(HealthCheck& h) {
+  PassiveChecks& p = h.spec.passive;
+  if (p.interval_seconds == 0) {
+    p.interval_seconds = kDefaultHealthInterval;
+  }
+  if (p.checks.empty()) {
+    p.checks.assign(kBuiltinHealthChecks.begin(), kBuiltinHealthChecks.end());
+  }
+  if (p.timeout_seconds == 0) {
+    p.timeout_seconds = kDefaultHealthTimeout;
+  }
+  Remediation& r = h.spec.remediation;
+  if (r.max_unhealthy.is_null()) {
+    r.max_unhealthy = 1;
+  }
+  if (!r.replace) {
+    r.replace = true;
+  }
+  if (r.quarantine_after == 0) {
+    r.quarantine_after = kDefaultQuarantineAfter;
+  }
+  if (r.window_seconds == 0) {
+    r.window_seconds = kDefaultHealthWindow;
+  }
+}
+
+bool LabelSelector::matches(const StringMap& labels) const {
+  for (const auto& [key, value] : match_labels) {
+    const auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) {
+      return false;
+    }
+  }
+  for (const auto& e : match_expressions) {
+    const auto it = labels.find(e.key);
+    const bool listed = it != labels.end() &&
+                        std::find(e.values.begin(), e.values.end(), it->second) != e.values.end();
+    const bool ok = e.op == "In"             ? listed
+                    : e.op == "NotIn"        ? !listed
+                    : e.op == "Exists"       ? it != labels.end()
+                    : e.op == "DoesNotExist" ? it == labels.end()
+                                             : false;
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::optional<std::chrono::seconds> parse_duration(std::string_view text) {

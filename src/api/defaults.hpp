@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -17,9 +18,14 @@ void apply_defaults(LoginSet& object);
 void apply_defaults(RestApi& object);
 void apply_defaults(Accounting& object);
 void apply_defaults(Token& object);
+void apply_defaults(HealthCheck& object);
 
 inline constexpr std::string_view kDefaultTokenLifetime = "15m";
 inline constexpr std::string_view kTokenSecretKey = "SLURM_JWT";
+inline constexpr int64_t kDefaultHealthInterval = 60;   // seconds
+inline constexpr int64_t kDefaultHealthTimeout = 30;    // seconds
+inline constexpr int64_t kDefaultQuarantineAfter = 2;   // failures on one Kubernetes Node
+inline constexpr int64_t kDefaultHealthWindow = 86400;  // seconds a failure counts
 
 // A Go duration ("90s", "15m", "1h30m", "2.5h"): the whole seconds it spans, or nothing when the
 // text is not one. Units ns, us, ms, s, m, h, as time.ParseDuration reads them.

@@ -1,5 +1,6 @@
 // The slinky.slurm.net/v1beta1 resources as C++ values: Controller, NodeSet, LoginSet, RestApi,
-// Accounting and Token, with Slinky's field names. Kubernetes types that the operator passes
+// Accounting and Token, with Slinky's field names; and Tightrope's own tightrope.slurm.net/v1alpha1
+// HealthCheck. Kubernetes types that the operator passes
 // through without reading (a container, a pod spec, a service spec) stay JSON. Knows nothing of
 // HTTP or of Slurm's daemons; codec.hpp reads and writes these, defaults.hpp and validation.hpp
 // complete and check them.
@@ -19,6 +20,10 @@ namespace tightrope::api {
 inline constexpr std::string_view kGroup = "slinky.slurm.net";
 inline constexpr std::string_view kVersion = "v1beta1";
 inline constexpr std::string_view kApiVersion = "slinky.slurm.net/v1beta1";
+// Kinds Slinky has no counterpart of live in a group of their own, so Slinky's stays as it is.
+inline constexpr std::string_view kTightropeGroup = "tightrope.slurm.net";
+inline constexpr std::string_view kTightropeVersion = "v1alpha1";
+inline constexpr std::string_view kTightropeApiVersion = "tightrope.slurm.net/v1alpha1";
 
 // corev1.LocalObjectReference.
 struct LocalRef {
@@ -396,6 +401,89 @@ struct Token {
   ObjectMeta metadata;
   TokenSpec spec;
   TokenStatus status;
+};
+
+// ---- HealthCheck (tightrope.slurm.net/v1alpha1): what to check on the workers of some NodeSets
+// and what to do with one that fails. docs/health.md.
+
+// metav1.LabelSelector.
+struct LabelSelector {
+  struct Requirement {
+    std::string key;
+    std::string op;  // In, NotIn, Exists, DoesNotExist
+    std::vector<std::string> values;
+    bool operator==(const Requirement&) const = default;
+  };
+  StringMap match_labels;
+  std::vector<Requirement> match_expressions;
+  bool operator==(const LabelSelector&) const = default;
+
+  // Whether labels satisfy every term; an empty selector matches everything.
+  bool matches(const StringMap& labels) const;
+};
+
+struct PassiveChecks {
+  int64_t interval_seconds = 0;     // default 60
+  std::vector<std::string> checks;  // built-in checks; default all of kBuiltinHealthChecks
+  std::vector<std::string> mounts;  // absolute paths that must be mounted
+  std::optional<LocalRef> scripts;  // scripts.configMapRef: every key an executable check
+  int64_t timeout_seconds = 0;      // default 30
+  bool operator==(const PassiveChecks&) const = default;
+};
+
+inline constexpr std::array<std::string_view, 4> kBuiltinHealthChecks = {"mounts", "memory", "cpus",
+                                                                         "gpus"};
+
+struct Remediation {
+  // At most this many of a NodeSet's nodes drained by checks at once: an integer or a
+  // percentage; JSON so both survive. Default 1.
+  nlohmann::json max_unhealthy;
+  std::optional<bool> replace;   // default true: replace the pod once drained and idle
+  int64_t quarantine_after = 0;  // default 2: failures on one Kubernetes Node that taint it
+  int64_t window_seconds = 0;    // default 86400: how long a failure counts
+  bool operator==(const Remediation&) const = default;
+};
+
+struct HealthCheckSpec {
+  LabelSelector node_set_selector;  // NodeSets of the HealthCheck's namespace
+  PassiveChecks passive;
+  Remediation remediation;
+  bool operator==(const HealthCheckSpec&) const = default;
+};
+
+// A Slurm node on its way through remediation (docs/health.md, "Remediation, step by step").
+struct NodeRemediation {
+  std::string node;       // the Slurm node
+  std::string node_set;   // its NodeSet
+  std::string pod_uid;    // the pod that failed; another uid under the name is its replacement
+  std::string kube_node;  // where that pod ran
+  std::string check;
+  std::string message;
+  std::string phase;  // Draining, Replacing, Verifying
+  std::string since;  // RFC 3339, when the check failed
+  bool operator==(const NodeRemediation&) const = default;
+};
+
+// What checks have seen of one Kubernetes Node: its failures within the window.
+struct KubeNodeHealth {
+  std::string name;
+  std::vector<std::string> failures;  // RFC 3339, oldest first
+  bool quarantined = false;
+  bool operator==(const KubeNodeHealth&) const = default;
+};
+
+struct HealthCheckStatus {
+  int64_t observed_generation = 0;
+  std::vector<Condition> conditions;
+  std::vector<NodeRemediation> remediations;
+  std::vector<KubeNodeHealth> kube_nodes;
+  bool operator==(const HealthCheckStatus&) const = default;
+};
+
+struct HealthCheck {
+  ObjectMeta metadata;
+  HealthCheckSpec spec;
+  HealthCheckStatus status;
 };
 
 }  // namespace tightrope::api

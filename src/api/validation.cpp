@@ -1,5 +1,6 @@
 #include "api/validation.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <sstream>
@@ -40,6 +41,25 @@ bool dns_label(const std::string& s) {
     }
   }
   return true;
+}
+
+// maxUnavailable, maxUnhealthy: 3 or "25%", above zero.
+bool positive_count_or_percent(const nlohmann::json& value) {
+  if (value.is_number_integer()) {
+    return value.get<int64_t>() > 0;
+  }
+  if (!value.is_string()) {
+    return false;
+  }
+  // from_chars, not stoll: "99999999999999999999%" must be refused, not thrown.
+  const std::string text = value.get<std::string>();
+  if (text.size() < 2 || text.back() != '%') {
+    return false;
+  }
+  const char* digits_end = text.data() + text.size() - 1;
+  int64_t percent = 0;
+  const auto [end, ec] = std::from_chars(text.data(), digits_end, percent);
+  return ec == std::errc() && end == digits_end && percent > 0;
 }
 
 void check_replicas(FieldErrors& errors, const std::optional<int64_t>& replicas) {
@@ -156,21 +176,8 @@ FieldErrors validate(const NodeSet& n) {
   const std::string& type = s.update_strategy.type;
   require(errors, type == "RollingUpdate" || type == "OnDelete" || type == "ScheduledUpdate",
           "spec.updateStrategy.type", "must be RollingUpdate, OnDelete or ScheduledUpdate");
-  const auto& mu = s.update_strategy.max_unavailable;
-  bool mu_ok = false;
-  if (mu.is_number_integer()) {
-    mu_ok = mu.get<int64_t>() > 0;
-  } else if (mu.is_string()) {
-    // from_chars, not stoll: "99999999999999999999%" must be refused, not thrown.
-    const std::string text = mu.get<std::string>();
-    if (text.size() >= 2 && text.back() == '%') {
-      const char* digits_end = text.data() + text.size() - 1;
-      int64_t percent = 0;
-      const auto [end, ec] = std::from_chars(text.data(), digits_end, percent);
-      mu_ok = ec == std::errc() && end == digits_end && percent > 0;
-    }
-  }
-  require(errors, mu_ok, "spec.updateStrategy.rollingUpdate.maxUnavailable",
+  require(errors, positive_count_or_percent(s.update_strategy.max_unavailable),
+          "spec.updateStrategy.rollingUpdate.maxUnavailable",
           "must be a positive integer or a positive percentage such as \"25%\"");
   if (type == "ScheduledUpdate") {
     // Parsed where it is used (the NodeSet controller); the CRD's date-time format checks it.
@@ -308,6 +315,58 @@ FieldErrors validate_update(const Token& o, const Token& t) {
   FieldErrors errors = validate(t);
   immutable(errors, same_jwt(o.spec.jwt_key(), t.spec.jwt_key()), "spec.jwtKeyRef");
   return errors;
+}
+
+FieldErrors validate(const HealthCheck& h) {
+  FieldErrors errors;
+  const HealthCheckSpec& s = h.spec;
+  const auto& expressions = s.node_set_selector.match_expressions;
+  for (size_t i = 0; i < expressions.size(); ++i) {
+    const auto& e = expressions[i];
+    const std::string at = "spec.nodeSetSelector.matchExpressions[" + std::to_string(i) + "]";
+    require(errors, !e.key.empty(), at + ".key", "required: the label the term looks at");
+    const bool with_values = e.op == "In" || e.op == "NotIn";
+    require(errors, with_values || e.op == "Exists" || e.op == "DoesNotExist", at + ".operator",
+            "must be In, NotIn, Exists or DoesNotExist");
+    if (with_values) {
+      require(errors, !e.values.empty(), at + ".values", "required by " + e.op);
+    } else {
+      require(errors, e.values.empty(), at + ".values", "must be empty for " + e.op);
+    }
+  }
+  const PassiveChecks& p = s.passive;
+  require(errors, p.interval_seconds >= 10 && p.interval_seconds <= 86400,
+          "spec.passive.intervalSeconds",
+          "must be from 10 to 86400: each worker runs its checks that often");
+  require(errors, p.timeout_seconds >= 1 && p.timeout_seconds < p.interval_seconds,
+          "spec.passive.timeoutSeconds",
+          "must be at least 1 and below intervalSeconds: a check must end before the next begins");
+  for (size_t i = 0; i < p.checks.size(); ++i) {
+    const bool known = std::find(kBuiltinHealthChecks.begin(), kBuiltinHealthChecks.end(),
+                                 p.checks[i]) != kBuiltinHealthChecks.end();
+    require(errors, known, "spec.passive.checks[" + std::to_string(i) + "]",
+            "unknown check \"" + p.checks[i] + "\": must be mounts, memory, cpus or gpus");
+  }
+  for (size_t i = 0; i < p.mounts.size(); ++i) {
+    const std::string& m = p.mounts[i];
+    require(errors, !m.empty() && m.front() == '/' && m.find("/../") == std::string::npos,
+            "spec.passive.mounts[" + std::to_string(i) + "]", "must be an absolute path");
+  }
+  if (p.scripts) {
+    require(errors, !p.scripts->name.empty(), "spec.passive.scripts.configMapRef.name",
+            "required: the ConfigMap whose keys are the site's check scripts");
+  }
+  const Remediation& r = s.remediation;
+  require(errors, positive_count_or_percent(r.max_unhealthy), "spec.remediation.maxUnhealthy",
+          "must be a positive integer or a positive percentage such as \"10%\"");
+  require(errors, r.quarantine_after >= 1, "spec.remediation.quarantineAfter",
+          "must be at least 1");
+  require(errors, r.window_seconds >= 60, "spec.remediation.windowSeconds", "must be at least 60");
+  return errors;
+}
+
+FieldErrors validate_update(const HealthCheck& /*old_object*/, const HealthCheck& h) {
+  return validate(h);
 }
 
 }  // namespace tightrope::api

@@ -16,6 +16,7 @@ FieldErrors validate(const LoginSet& object);
 FieldErrors validate(const RestApi& object);
 FieldErrors validate(const Accounting& object);
 FieldErrors validate(const Token& object);
+FieldErrors validate(const HealthCheck& object);
 
 FieldErrors validate_update(const Controller& old_object, const Controller& object);
 FieldErrors validate_update(const NodeSet& old_object, const NodeSet& object);
@@ -23,6 +24,7 @@ FieldErrors validate_update(const LoginSet& old_object, const LoginSet& object);
 FieldErrors validate_update(const RestApi& old_object, const RestApi& object);
 FieldErrors validate_update(const Accounting& old_object, const Accounting& object);
 FieldErrors validate_update(const Token& old_object, const Token& object);
+FieldErrors validate_update(const HealthCheck& old_object, const HealthCheck& object);
 
 // The longest ClusterName slurmdbd accepts in its table names, as Slinky enforces.
 inline constexpr size_t kMaxClusterName = 40;

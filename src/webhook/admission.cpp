@@ -131,6 +131,7 @@ void deprecations(const api::NodeSet& n, std::vector<std::string>& warnings) {
   }
 }
 void deprecations(const api::LoginSet& /*object*/, std::vector<std::string>& /*warnings*/) {}
+void deprecations(const api::HealthCheck& /*object*/, std::vector<std::string>& /*warnings*/) {}
 void deprecations(const api::RestApi& /*object*/, std::vector<std::string>& /*warnings*/) {}
 
 // Namespace and name as the request gives them when the object leaves them out, then Slinky's
@@ -219,6 +220,7 @@ const std::map<std::string, Checker, std::less<>>& checkers() {
       {"RestApi", &check_kind<api::RestApi, &api::decode_restapi>},
       {"Accounting", &check_kind<api::Accounting, &api::decode_accounting>},
       {"Token", &check_kind<api::Token, &api::decode_token>},
+      {"HealthCheck", &check_kind<api::HealthCheck, &api::decode_health_check>},
   };
   return all;
 }
@@ -437,9 +439,16 @@ std::optional<std::string> topology_for(const json& pod, const json& node) {
   return wanted->get<std::string>();
 }
 
-const std::vector<std::string>& validated_kinds() {
-  static const std::vector<std::string> all = {"controller", "nodeset",    "loginset",
-                                               "restapi",    "accounting", "token"};
+const std::vector<std::string>& validated_kind_paths() {
+  static const std::vector<std::string> all = {
+      "/validate-slinky-slurm-net-v1beta1-controller",
+      "/validate-slinky-slurm-net-v1beta1-nodeset",
+      "/validate-slinky-slurm-net-v1beta1-loginset",
+      "/validate-slinky-slurm-net-v1beta1-restapi",
+      "/validate-slinky-slurm-net-v1beta1-accounting",
+      "/validate-slinky-slurm-net-v1beta1-token",
+      "/validate-tightrope-slurm-net-v1alpha1-healthcheck",
+  };
   return all;
 }
 

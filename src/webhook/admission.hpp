@@ -102,8 +102,9 @@ std::pair<Verdict, std::optional<Binding>> read_binding(std::string_view body);
 // whose annotation differs; nullopt otherwise (another pod, a Node without one, already there).
 std::optional<std::string> topology_for(const nlohmann::json& pod, const nlohmann::json& node);
 
-// The lower-case names of the kinds validated here ("controller", "nodeset", ...), for the
-// per-kind paths.
-const std::vector<std::string>& validated_kinds();
+// The per-kind paths of the kinds validated here, Slinky's and Tightrope's own
+// ("/validate-slinky-slurm-net-v1beta1-nodeset",
+// "/validate-tightrope-slurm-net-v1alpha1-healthcheck").
+const std::vector<std::string>& validated_kind_paths();
 
 }  // namespace tightrope::webhook

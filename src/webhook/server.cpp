@@ -48,8 +48,8 @@ void log_verdict(const Verdict& v, const std::string& path,
 
 std::vector<std::string> review_paths() {
   std::vector<std::string> out = {"/validate"};
-  for (const auto& kind : validated_kinds()) {
-    out.push_back("/validate-slinky-slurm-net-v1beta1-" + kind);
+  for (const auto& path : validated_kind_paths()) {
+    out.push_back(path);
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// libFuzzer: any JSON as a slinky.slurm.net/v1beta1 object of each kind, through what the
+// libFuzzer: any JSON as an object of each kind (Slinky's six and HealthCheck), through what the
 // webhook and the operator do with one: decode, validate, validate as an update of itself, and
 // encode. An object that decodes must encode to one that decodes again.
 #include <cstddef>
@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   exercise(doc, decode_restapi);
   exercise(doc, decode_accounting);
   exercise(doc, decode_token);
+  exercise(doc, decode_health_check);
   if (doc.is_array()) {
     (void)decode_conditions(doc);
   }

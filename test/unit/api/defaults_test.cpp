@@ -120,9 +120,10 @@ TEST(Defaults, TheCrdsDefaultsAreTheCodesDefaults) {
       {"Accounting", {{"storageConfig", {{"host", "db"}}}}},
       // The Secret's default name depends on the resource's name, which a schema cannot say.
       {"Token", {{"username", "u"}, {"secretRef", {{"name", "s"}, {"key", "k"}}}}},
+      {"HealthCheck", {{"nodeSetSelector", json::object()}}},
   };
   for (const testing::Kind& kind : testing::kinds()) {
-    const json doc = {{"apiVersion", "slinky.slurm.net/v1beta1"},
+    const json doc = {{"apiVersion", kind.api_version()},
                       {"kind", kind.name},
                       {"metadata", {{"name", "x"}, {"namespace", "slurm"}}},
                       {"spec", minimal.at(kind.name)}};

@@ -195,4 +195,28 @@ Token maximal_token() {
   return t;
 }
 
+HealthCheck maximal_health_check() {
+  HealthCheck h;
+  h.metadata = meta("gpu-workers");
+  HealthCheckSpec& s = h.spec;
+  s.node_set_selector.match_labels = {{"app.kubernetes.io/instance", "slurm-worker-gpu"}};
+  s.node_set_selector.match_expressions = {{"tier", "In", {"gpu", "cpu"}}};
+  s.passive.interval_seconds = 120;
+  s.passive.checks = {"mounts", "gpus"};
+  s.passive.mounts = {"/home", "/scratch"};
+  s.passive.scripts = LocalRef{"site-health-checks"};
+  s.passive.timeout_seconds = 20;
+  s.remediation.max_unhealthy = "10%";
+  s.remediation.replace = false;
+  s.remediation.quarantine_after = 3;
+  s.remediation.window_seconds = 3600;
+  HealthCheckStatus& st = h.status;
+  st.observed_generation = 4;
+  st.conditions = conditions();
+  st.remediations = {{"gpu-3", "slurm-worker-gpu", "8f1c", "node-2", "gpus",
+                      "2 GPUs registered, 1 present", "Replacing", "2026-12-07T03:00:00Z"}};
+  st.kube_nodes = {{"node-2", {"2026-12-06T21:00:00Z", "2026-12-07T03:00:00Z"}, true}};
+  return h;
+}
+
 }  // namespace tightrope::api::testing

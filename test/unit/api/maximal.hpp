@@ -12,5 +12,6 @@ LoginSet maximal_loginset();
 RestApi maximal_restapi();
 Accounting maximal_accounting();
 Token maximal_token();
+HealthCheck maximal_health_check();
 
 }  // namespace tightrope::api::testing

@@ -37,7 +37,7 @@ std::vector<Sample> samples() {
 const Kind& kind_of(const Sample& sample) {
   const Kind* kind = find_kind(sample.doc.value("kind", ""));
   if (kind == nullptr) {
-    throw std::runtime_error(sample.file + ": not a slinky.slurm.net kind");
+    throw std::runtime_error(sample.file + ": not a kind of the operator's");
   }
   return *kind;
 }
@@ -45,7 +45,7 @@ const Kind& kind_of(const Sample& sample) {
 TEST(Samples, ThereIsOneForEveryKindInTheSlurmNamespace) {
   std::set<std::string> seen;
   for (const Sample& sample : samples()) {
-    EXPECT_EQ(sample.doc.value("apiVersion", ""), "slinky.slurm.net/v1beta1") << sample.file;
+    EXPECT_EQ(sample.doc.value("apiVersion", ""), kind_of(sample).api_version()) << sample.file;
     EXPECT_EQ(sample.doc["metadata"].value("namespace", ""), "slurm") << sample.file;
     seen.insert(kind_of(sample).name);
   }

@@ -31,7 +31,10 @@ json maximal(const std::string& kind) {
   if (kind == "Accounting") {
     return encode(maximal_accounting());
   }
-  return encode(maximal_token());
+  if (kind == "Token") {
+    return encode(maximal_token());
+  }
+  return encode(maximal_health_check());
 }
 
 std::vector<Leaf> spec_and_status_leaves(const json& schema) {
@@ -80,7 +83,7 @@ TEST_P(EachKind, EveryLeafOfTheSchemaSurvivesDecodeAndEncode) {
   const auto all = spec_and_status_leaves(schema_);
   ASSERT_FALSE(all.empty());
   for (const Leaf& leaf : all) {
-    json doc = {{"apiVersion", "slinky.slurm.net/v1beta1"},
+    json doc = {{"apiVersion", kind.api_version()},
                 {"kind", kind.name},
                 {"metadata", {{"name", "sample"}, {"namespace", "slurm"}}}};
     doc[leaf.pointer] = leaf.sample;
@@ -124,15 +127,15 @@ TEST_P(EachKind, DescribesOneNamespacedVersionWithAStatusSubresource) {
   const json& spec = crd_.at("spec");
   EXPECT_EQ(crd_.at("apiVersion"), "apiextensions.k8s.io/v1");
   EXPECT_EQ(crd_.at("kind"), "CustomResourceDefinition");
-  EXPECT_EQ(crd_.at("metadata").at("name"), kind.plural + ".slinky.slurm.net");
-  EXPECT_EQ(spec.at("group"), "slinky.slurm.net");
+  EXPECT_EQ(crd_.at("metadata").at("name"), kind.plural + "." + kind.group);
+  EXPECT_EQ(spec.at("group"), kind.group);
   EXPECT_EQ(spec.at("scope"), "Namespaced");
   EXPECT_EQ(spec.at("names").at("kind"), kind.name);
   EXPECT_EQ(spec.at("names").at("listKind"), kind.name + "List");
   EXPECT_EQ(spec.at("names").at("plural"), kind.plural);
   ASSERT_EQ(spec.at("versions").size(), 1U);
   const json& version = spec.at("versions").at(0);
-  EXPECT_EQ(version.at("name"), "v1beta1");
+  EXPECT_EQ(version.at("name"), kind.version);
   EXPECT_EQ(version.at("served"), true);
   EXPECT_EQ(version.at("storage"), true);
   EXPECT_TRUE(version.at("subresources").contains("status"));
@@ -158,6 +161,7 @@ TEST(Crds, ShortNamesAreSlinkys) {
   const std::map<std::string, json> expected = {
       {"Controller", {"slurmctld"}}, {"NodeSet", {"nss", "slurmd"}}, {"LoginSet", {"lss", "sackd"}},
       {"RestApi", {"slurmrestd"}},   {"Accounting", {"slurmdbd"}},   {"Token", {"jwt"}},
+      {"HealthCheck", {"hc"}},  // Tightrope's own
   };
   for (const Kind& kind : kinds()) {
     EXPECT_EQ(load_crd(kind).at("spec").at("names").at("shortNames"), expected.at(kind.name))

@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "api/defaults.hpp"
 #include "api/validation.hpp"
@@ -72,6 +73,9 @@ Kind make_kind(std::string name, std::string plural, Decoded<T> (*decode)(const 
   Kind kind;
   kind.name = std::move(name);
   kind.plural = std::move(plural);
+  const bool ours = std::is_same_v<T, HealthCheck>;
+  kind.group = std::string(ours ? kTightropeGroup : kGroup);
+  kind.version = std::string(ours ? kTightropeVersion : kVersion);
   kind.round_trip = [decode](const json& doc) -> Decoded<json> {
     auto object = decode(doc);
     if (!object) {
@@ -132,6 +136,7 @@ const std::vector<Kind>& kinds() {
       make_kind("RestApi", "restapis", &decode_restapi),
       make_kind("Accounting", "accountings", &decode_accounting),
       make_kind("Token", "tokens", &decode_token),
+      make_kind("HealthCheck", "healthchecks", &decode_health_check),
   };
   return all;
 }
@@ -146,8 +151,7 @@ const Kind* find_kind(std::string_view name) {
 }
 
 json load_crd(const Kind& kind) {
-  const auto path =
-      source_dir() / "deploy" / "crds" / ("slinky.slurm.net_" + kind.plural + ".yaml");
+  const auto path = source_dir() / "deploy" / "crds" / (kind.group + "_" + kind.plural + ".yaml");
   const auto docs = load_yaml_file(path);
   if (docs.size() != 1) {
     throw std::runtime_error(path.string() + ": expected one document");

@@ -37,8 +37,11 @@ std::vector<nlohmann::json> load_yaml_file(const std::filesystem::path& path);
 
 // What a test needs of one kind.
 struct Kind {
-  std::string name;    // "NodeSet"
-  std::string plural;  // "nodesets"
+  std::string name;     // "NodeSet"
+  std::string plural;   // "nodesets"
+  std::string group;    // "slinky.slurm.net"
+  std::string version;  // "v1beta1"
+  std::string api_version() const { return group + "/" + version; }
   // decode, then encode: the JSON the operator would write back.
   std::function<Decoded<nlohmann::json>(const nlohmann::json&)> round_trip;
   // decode, apply_defaults, encode.
@@ -63,7 +66,7 @@ T decoded(Decoded<T> result) {
   return std::move(*result);
 }
 
-// deploy/crds/slinky.slurm.net_<plural>.yaml as JSON.
+// deploy/crds/<group>_<plural>.yaml as JSON.
 nlohmann::json load_crd(const Kind& kind);
 // The CRD's openAPIV3Schema of its only version.
 const nlohmann::json& root_schema(const nlohmann::json& crd);

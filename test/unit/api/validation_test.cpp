@@ -436,5 +436,88 @@ TEST(ValidateTokenUpdate, TheJwtKeyCannotChangeButTheLifetimeCan) {
   EXPECT_THAT(validate_update(old, t), NamesFields(Fields{"spec.jwtKeyRef"}));
 }
 
+// ---- HealthCheck.
+
+HealthCheck valid_health_check() {
+  HealthCheck h;
+  h.metadata.name = "gpu-workers";
+  h.metadata.namespace_name = "slurm";
+  apply_defaults(h);
+  return h;
+}
+
+TEST(ValidateHealthCheck, TheDefaultsAreValid) {
+  EXPECT_THAT(validate(valid_health_check()), NamesFields(Fields{}));
+}
+
+TEST(ValidateHealthCheck, SelectorTermsNeedAKeyAKnownOperatorAndValuesWhereTheyTakeThem) {
+  auto h = valid_health_check();
+  h.spec.node_set_selector.match_expressions = {
+      {"", "In", {"a"}}, {"tier", "Near", {}}, {"tier", "NotIn", {}}, {"tier", "Exists", {"x"}}};
+  EXPECT_THAT(validate(h), NamesFields(Fields{"spec.nodeSetSelector.matchExpressions[0].key",
+                                              "spec.nodeSetSelector.matchExpressions[1].operator",
+                                              "spec.nodeSetSelector.matchExpressions[2].values",
+                                              "spec.nodeSetSelector.matchExpressions[3].values"}));
+}
+
+TEST(ValidateHealthCheck, ATimeoutMustEndBeforeTheNextRunAndChecksMustBeKnown) {
+  auto h = valid_health_check();
+  h.spec.passive.interval_seconds = 5;
+  h.spec.passive.timeout_seconds = 5;
+  h.spec.passive.checks = {"gpus", "ecc"};
+  h.spec.passive.mounts = {"home", "/scratch"};
+  h.spec.passive.scripts = LocalRef{};
+  EXPECT_THAT(validate(h),
+              NamesFields(Fields{"spec.passive.intervalSeconds", "spec.passive.timeoutSeconds",
+                                 "spec.passive.checks[1]", "spec.passive.mounts[0]",
+                                 "spec.passive.scripts.configMapRef.name"}));
+  h = valid_health_check();
+  h.spec.passive.timeout_seconds = h.spec.passive.interval_seconds;
+  EXPECT_THAT(validate(h), NamesFields(Fields{"spec.passive.timeoutSeconds"}));
+}
+
+TEST(ValidateHealthCheck, TheBudgetIsACountOrAPercentageAboveZero) {
+  auto h = valid_health_check();
+  for (const nlohmann::json& ok : {nlohmann::json(1), nlohmann::json("10%")}) {
+    h.spec.remediation.max_unhealthy = ok;
+    EXPECT_THAT(validate(h), NamesFields(Fields{})) << ok;
+  }
+  for (const nlohmann::json& bad :
+       {nlohmann::json(0), nlohmann::json("0%"), nlohmann::json("ten"), nlohmann::json(true)}) {
+    h.spec.remediation.max_unhealthy = bad;
+    EXPECT_THAT(validate(h), NamesFields(Fields{"spec.remediation.maxUnhealthy"})) << bad;
+  }
+  h = valid_health_check();
+  h.spec.remediation.quarantine_after = -1;
+  h.spec.remediation.window_seconds = 30;
+  EXPECT_THAT(validate(h), NamesFields(Fields{"spec.remediation.quarantineAfter",
+                                              "spec.remediation.windowSeconds"}));
+}
+
+LabelSelector one_term(LabelSelector::Requirement term) {
+  LabelSelector s;
+  s.match_expressions = {std::move(term)};
+  return s;
+}
+
+TEST(LabelSelector, MatchesEveryTermAndAnEmptySelectorMatchesAll) {
+  const StringMap gpu = {{"app.kubernetes.io/instance", "slurm-worker-gpu"}, {"tier", "gpu"}};
+  EXPECT_TRUE(LabelSelector{}.matches(gpu));
+  EXPECT_TRUE(LabelSelector{}.matches({}));
+  LabelSelector s;
+  s.match_labels = {{"tier", "gpu"}};
+  EXPECT_TRUE(s.matches(gpu));
+  EXPECT_FALSE(s.matches({{"tier", "cpu"}}));
+  s.match_expressions = {{"app.kubernetes.io/instance", "In", {"slurm-worker-gpu", "other"}}};
+  EXPECT_TRUE(s.matches(gpu));
+  s.match_expressions = {{"app.kubernetes.io/instance", "NotIn", {"slurm-worker-gpu"}}};
+  EXPECT_FALSE(s.matches(gpu));
+  EXPECT_TRUE(one_term({"rack", "NotIn", {"r1"}}).matches(gpu));
+  EXPECT_TRUE(one_term({"tier", "Exists", {}}).matches(gpu));
+  EXPECT_FALSE(one_term({"rack", "Exists", {}}).matches(gpu));
+  EXPECT_TRUE(one_term({"rack", "DoesNotExist", {}}).matches(gpu));
+  EXPECT_FALSE(one_term({"tier", "Near", {}}).matches(gpu));
+}
+
 }  // namespace
 }  // namespace tightrope::api

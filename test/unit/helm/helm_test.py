@@ -124,7 +124,8 @@ REFUSED = [
 # The charts whose cases and checks run (--chart narrows it to one).
 SELECTED = ["slurm-operator", "slurm", "slurm-bridge"]
 
-# The six CRDs live once, in the slurm-operator-crds chart (a subchart of slurm-operator).
+# The CRDs (Slinky's six and Tightrope's HealthCheck) live once, in the slurm-operator-crds chart
+# (a subchart of slurm-operator).
 CRD_CHART = CHARTS / "slurm-operator" / "charts" / "slurm-operator-crds"
 CRD_FILES = CRD_CHART / "files"
 
@@ -239,12 +240,13 @@ def fold_crds(text):
 
 
 def check_crds_packaged(failures):
-    """The six CRDs live once, in the slurm-operator-crds chart's files/: its template renders
+    """The seven CRDs live once, in the slurm-operator-crds chart's files/: its template renders
     them for `helm upgrade` to update (a crds/ folder Helm installs once and never upgrades), and
     kept on uninstall. The operator chart carries that chart (crds.enabled), which also installs
     alone from deploy/helm/slurm-operator-crds; deploy/crds links to each file."""
-    want_names = sorted(f"{p}.slinky.slurm.net" for p in
-                        ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens"))
+    want_names = sorted([f"{p}.slinky.slurm.net" for p in
+                         ("accountings", "controllers", "loginsets", "nodesets", "restapis", "tokens")] +
+                        ["healthchecks.tightrope.slurm.net"])
     if (CHARTS / "slurm-operator" / "crds").exists():
         failures.append("deploy/helm/slurm-operator/crds exists: Helm would install it and never "
                         "upgrade it, and the templated CRDs would clash with it")
@@ -687,7 +689,7 @@ def check_operator_slinky_values(failures):
     want.equal(vwc.get("metadata", {}).get("annotations", {}).get("cert-manager.io/inject-ca-from"),
                f"{ns}/site-webhook-tls", "certManager.enabled: the caBundle injected by cert-manager")
     hooks = vwc.get("webhooks", [])
-    want.equal(len(hooks), 6, "six validating webhooks")
+    want.equal(len(hooks), 7, "seven validating webhooks (Slinky's six kinds and HealthCheck)")
     for h in hooks:
         want("caBundle" not in h.get("clientConfig", {}), f"{h['name']}: no caBundle of the chart's own")
         want.equal(h.get("failurePolicy"), "Ignore", f"{h['name']}: webhook.validating.failurePolicy")

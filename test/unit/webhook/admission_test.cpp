@@ -202,6 +202,19 @@ TEST(Admission, EveryKindIsValidated) {
   }
 }
 
+TEST(Admission, AHealthCheckWhoseBudgetIsZeroIsDeniedNamingTheField) {
+  json check = {{"apiVersion", "tightrope.slurm.net/v1alpha1"},
+                {"kind", "HealthCheck"},
+                {"metadata", {{"name", "gpu-workers"}, {"namespace", "slurm"}}},
+                {"spec", {{"nodeSetSelector", json::object()}}}};
+  EXPECT_TRUE(admit(review("CREATE", check), kNoConfigMaps).allowed);
+  check["spec"]["remediation"]["maxUnhealthy"] = "0%";
+  const Verdict v = admit(review("CREATE", check), kNoConfigMaps);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_THAT(cause_fields(v), ElementsAre("spec.remediation.maxUnhealthy"));
+  EXPECT_THAT(v.message, HasSubstr("HealthCheck slurm/gpu-workers: spec.remediation.maxUnhealthy"));
+}
+
 TEST(Admission, WhatTheStoredObjectAlreadyGotWrongIsAWarningOnUpdate) {
   // Created before the webhook was installed: editing its labels must stay possible.
   json old = controller();
