@@ -365,6 +365,14 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   soft("MaxNodeCount", std::to_string(max_node_count(in)));
   soft("SlurmctldLogFile", "/var/log/slurm/slurmctld.log");
   soft("SlurmdLogFile", "/var/log/slurm/slurmd.log");
+  // Workers run Tightrope's checks once a HealthCheck selects one of the cluster's NodeSets
+  // (the program does nothing on the others); not before, since images other than Tightrope's
+  // lack the program. A site's own HealthCheckProgram (LBNL NHC) wins, with its interval.
+  if (in.health_check_interval && extra.user_keys.count("healthcheckprogram") == 0) {
+    conf.set("HealthCheckProgram", std::string(kHealthCheckProgram));
+    soft("HealthCheckInterval", std::to_string(*in.health_check_interval));
+    soft("HealthCheckNodeState", "ANY");
+  }
   conf.set("AuthType", "auth/slurm");
   conf.set("CredType", "cred/slurm");
   conf.set("AuthAltTypes", "auth/jwt");

@@ -4,10 +4,12 @@
 // ServiceMonitor when asked. Pure: the reconciler gathers the inputs and applies the objects.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/codec.hpp"
@@ -25,7 +27,13 @@ struct ControllerInputs {
   std::string slurm_key_hash;  // sha256 of the auth/slurm key
   std::string jwt_key_hash;    // sha256 of the auth/jwt key
   GpuCliques gpu_cliques;      // from the Kubernetes Nodes' nvidia.com/gpu.clique labels
+  // The shortest spec.passive.intervalSeconds of the HealthChecks that select one of the
+  // nodesets; none: no HealthCheck does, and slurm.conf runs no health check program.
+  std::optional<int64_t> health_check_interval;
 };
+
+// Slurm's HealthCheckProgram in the slurmd image (docs/health.md).
+inline constexpr std::string_view kHealthCheckProgram = "/usr/local/sbin/tightrope-health";
 
 // Names of what a Controller owns.
 std::string controller_config_map_name(const api::Controller& c);        // <cr>-config

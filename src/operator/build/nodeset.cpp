@@ -223,6 +223,9 @@ std::string nodeset_host_keys_name(const api::NodeSet& n) {
 std::string nodeset_ssh_config_name(const api::NodeSet& n) {
   return n.metadata.name + "-ssh-config";
 }
+std::string nodeset_health_config_name(const api::NodeSet& n) {
+  return n.metadata.name + "-health";
+}
 
 json build_nodeset_host_keys_secret(const api::NodeSet& n,
                                     const std::map<std::string, std::string>& keys) {
@@ -356,7 +359,11 @@ json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std
   json log_mount = json::object();
   log_mount["name"] = "logfile";
   log_mount["mountPath"] = "/var/log/slurm";
-  container["volumeMounts"] = json::array({mount, log_mount});
+  json health_mount = json::object();
+  health_mount["name"] = "health";
+  health_mount["mountPath"] = kHealthConfigDir;
+  health_mount["readOnly"] = true;
+  container["volumeMounts"] = json::array({mount, log_mount, health_mount});
   if (n.spec.ssh.enabled) {
     add_sshd(n, container, ssh_volumes);
   }
@@ -414,7 +421,12 @@ Result<json, std::string> build_nodeset_pod(const api::NodeSet& n, const NodeSet
   volume["name"] = "slurm-etc";
   volume["projected"]["defaultMode"] = 0600;
   volume["projected"]["sources"] = json::array({key_source});
-  base["volumes"] = json::array({volume, logfile_volume()});
+  json health = json::object();
+  health["name"] = "health";
+  health["configMap"]["name"] = nodeset_health_config_name(n);
+  health["configMap"]["optional"] = true;
+  health["configMap"]["defaultMode"] = 0755;  // the site's scripts run as they are
+  base["volumes"] = json::array({volume, logfile_volume(), health});
   for (const auto& v : ssh_volumes) {
     base["volumes"].push_back(v);
   }

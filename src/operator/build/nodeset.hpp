@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/types.hpp"
@@ -63,6 +64,10 @@ struct PodIdentity {
 // NodeSet's pods share its host keys, made once, and its sshd_config.
 std::string nodeset_host_keys_name(const api::NodeSet& n);   // <nodeset>-ssh-host-keys
 std::string nodeset_ssh_config_name(const api::NodeSet& n);  // <nodeset>-ssh-config
+// The checks of the HealthCheck that selects the NodeSet (docs/health.md), mounted optionally
+// at /etc/tightrope/health in every pod, so that adding or changing a HealthCheck rolls none.
+std::string nodeset_health_config_name(const api::NodeSet& n);  // <nodeset>-health
+inline constexpr std::string_view kHealthConfigDir = "/etc/tightrope/health";
 nlohmann::json build_nodeset_host_keys_secret(const api::NodeSet& n,
                                               const std::map<std::string, std::string>& keys);
 nlohmann::json build_nodeset_ssh_config_map(const api::NodeSet& n);

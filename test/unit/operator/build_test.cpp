@@ -17,6 +17,7 @@
 #include "operator/build/common.hpp"
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/nodeset.hpp"
 #include "slurm/conf.hpp"
 
 namespace tightrope::op::build {
@@ -160,6 +161,38 @@ TEST(SlurmConf, AWorkerWithSshMakesJobsContainedForPamSlurmAdopt) {
   in.nodesets[0].spec.ssh.enabled = true;
   EXPECT_EQ(values_of(build_slurm_conf(c, in), "PrologFlags"),
             std::vector<std::string>{"Contain,X11"});
+}
+
+TEST(SlurmConf, WorkersRunTightropesHealthChecksOnceAHealthCheckSelectsOne) {
+  api::Controller c = controller();
+  ControllerInputs in;
+  in.nodesets = {nodeset("cpu")};
+  EXPECT_TRUE(values_of(build_slurm_conf(c, in), "HealthCheckProgram").empty());
+  in.health_check_interval = 30;
+  const std::string conf = build_slurm_conf(c, in);
+  EXPECT_EQ(values_of(conf, "HealthCheckProgram"),
+            std::vector<std::string>{"/usr/local/sbin/tightrope-health"});
+  EXPECT_EQ(values_of(conf, "HealthCheckInterval"), std::vector<std::string>{"30"});
+  EXPECT_EQ(values_of(conf, "HealthCheckNodeState"), std::vector<std::string>{"ANY"});
+  // A site's own program (LBNL NHC) wins, with its interval.
+  c.spec.extra_conf = "HealthCheckProgram=/usr/sbin/nhc\nHealthCheckInterval=300\n";
+  const std::string site = build_slurm_conf(c, in);
+  EXPECT_EQ(values_of(site, "HealthCheckProgram"), std::vector<std::string>{"/usr/sbin/nhc"});
+  EXPECT_EQ(values_of(site, "HealthCheckInterval"), std::vector<std::string>{"300"});
+}
+
+TEST(NodeSetPod, MountsItsHealthChecksOptionallySoThatAHealthCheckRollsNoPod) {
+  const api::NodeSet n = nodeset("gpu");
+  auto pod = build_nodeset_pod(n, {controller()}, 0);
+  ASSERT_TRUE(pod) << pod.error();
+  const json* volume = named((*pod)["spec"]["volumes"], "health");
+  ASSERT_NE(volume, nullptr);
+  EXPECT_EQ((*volume)["configMap"]["name"], "gpu-health");
+  EXPECT_EQ((*volume)["configMap"]["optional"], true);
+  EXPECT_EQ((*volume)["configMap"]["defaultMode"], 0755);
+  const json* mount = named((*pod)["spec"]["containers"][0]["volumeMounts"], "health");
+  ASSERT_NE(mount, nullptr);
+  EXPECT_EQ((*mount)["mountPath"], "/etc/tightrope/health");
 }
 
 TEST(SlurmConf, AUserMaxNodeCountReplacesTheOperatorsDefault) {

@@ -1,0 +1,326 @@
+// tightrope-health: Slurm's HealthCheckProgram in every slurmd image (docs/health.md). slurmd
+// runs it when it starts and each HealthCheckInterval, with no environment but SLURMD_NODENAME.
+// Without /etc/tightrope/health/checks.json (no HealthCheck selects this node's NodeSet) it
+// does nothing. Otherwise it runs the checks the file names and the site's scripts
+// (/etc/tightrope/health/script.*), judges them against what Slurm registered for the node, and
+// writes the result into the node's Extra when it changed or this container has not written it
+// yet. It never drains: the operator does, within the HealthCheck's budget. Exit status 1 when a
+// check failed, so slurmd's log carries the findings too.
+#include <dirent.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gpu/driver.hpp"
+#include "health/checks.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tightrope::health::Config;
+using tightrope::health::Readings;
+
+constexpr const char* kConfigDir = "/etc/tightrope/health";
+constexpr const char* kStateDir = "/run/tightrope-health";
+constexpr const char* kScontrol = "/usr/bin/scontrol";
+// slurmd kills the program after HealthCheckTimeout (60 s by default): stop starting checks
+// before that, so that what ran is still reported.
+constexpr auto kDeadline = std::chrono::seconds(50);
+
+struct Outcome {
+  int exit_code = -1;
+  bool timed_out = false;
+  std::string output;
+};
+
+// Runs argv (no shell, no PATH) in a process group of its own, with stdout and stderr captured,
+// for at most `timeout`; a program that outlives it is killed with its children.
+Outcome run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  Outcome out;
+  std::array<int, 2> pipe_fds{};
+  if (pipe(pipe_fds.data()) != 0) {
+    out.output = std::string("pipe: ") + std::strerror(errno);
+    return out;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    out.output = std::string("fork: ") + std::strerror(errno);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return out;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> args;
+    args.reserve(argv.size() + 1);
+    for (const auto& a : argv) {
+      args.push_back(const_cast<char*>(
+          a.c_str()));  // NOLINT(cppcoreguidelines-pro-type-const-cast): execv's signature
+    }
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  std::array<char, 4096> buffer{};
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      out.timed_out = true;
+      break;
+    }
+    pollfd p{pipe_fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) {
+      continue;
+    }
+    const ssize_t n = read(pipe_fds[0], buffer.data(), buffer.size());
+    if (n <= 0) {
+      break;  // every writer has gone
+    }
+    constexpr size_t kMaxOutput = size_t{64} * 1024;
+    if (out.output.size() < kMaxOutput) {
+      out.output.append(buffer.data(), static_cast<size_t>(n));
+    }
+  }
+  close(pipe_fds[0]);
+  if (out.timed_out) {
+    kill(-pid, SIGKILL);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) == pid) {
+    out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return out;
+}
+
+// statfs in a child, so that a hung network file system cannot hang this program: a child stuck
+// in the kernel is left behind, not waited for.
+tightrope::health::MountReading statfs_within(const std::string& path,
+                                              std::chrono::milliseconds timeout) {
+  tightrope::health::MountReading m{path, true, false, ""};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    struct statfs st {};
+    _exit(statfs(path.c_str(), &st) == 0 ? 0 : (errno & 0x7f));
+  }
+  if (pid < 0) {
+    m.answered = true;
+    m.error = std::string("fork: ") + std::strerror(errno);
+    return m;
+  }
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      m.answered = true;
+      if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+        m.error = std::string("statfs: ") + std::strerror(WEXITSTATUS(status));
+      }
+      return m;
+    }
+    usleep(20000);
+  }
+  kill(pid, SIGKILL);
+  return m;
+}
+
+// Mount points of /proc/self/mountinfo (field 5, with the kernel's octal escapes undone).
+std::vector<std::string> mount_points() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string skip;
+    std::string point;
+    fields >> skip >> skip >> skip >> skip >> point;
+    std::string plain;
+    for (size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        plain += static_cast<char>(std::stoi(point.substr(i + 1, 3), nullptr, 8));
+        i += 3;
+      } else {
+        plain += point[i];
+      }
+    }
+    out.push_back(plain);
+  }
+  return out;
+}
+
+int64_t mem_total_mib() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") {
+      return kib / 1024;
+    }
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+std::optional<int64_t> gpus_present() {
+  const auto driver = tightrope::gpu::read_driver("/");
+  if (driver.present) {
+    int64_t n = 0;
+    for (const auto& g : driver.gpus) {
+      n += g.device_ok ? 1 : 0;
+    }
+    return n;
+  }
+  int64_t n = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.starts_with("nvidia") &&
+        name.find_first_not_of("0123456789", 6) == std::string::npos &&
+        entry.is_character_file(ec)) {
+      ++n;
+    }
+  }
+  return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
+}
+
+Readings read_machine(const Config& config, std::chrono::steady_clock::time_point deadline) {
+  Readings r;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    r.cpus = CPU_COUNT(&set);
+  }
+  r.memory_mib = mem_total_mib();
+  r.gpus = gpus_present();
+  const auto points = mount_points();
+  const std::chrono::milliseconds timeout = std::chrono::seconds(config.timeout_seconds);
+  for (std::string path : config.mounts) {
+    while (path.size() > 1 && path.back() == '/') {
+      path.pop_back();
+    }
+    if (std::find(points.begin(), points.end(), path) == points.end()) {
+      r.mounts.push_back({path, false, false, ""});
+    } else if (std::chrono::steady_clock::now() < deadline) {
+      r.mounts.push_back(statfs_within(path, timeout));
+    }
+  }
+  std::vector<fs::path> scripts;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(kConfigDir, ec)) {
+    if (entry.path().filename().string().starts_with("script.")) {
+      scripts.push_back(entry.path());
+    }
+  }
+  std::sort(scripts.begin(), scripts.end());
+  for (const auto& script : scripts) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      break;  // the rest next time; a check not run is not a failure
+    }
+    // A ConfigMap's files are executable only with the volume's defaultMode: run through sh when
+    // not.
+    const bool executable = access(script.c_str(), X_OK) == 0;
+    std::vector<std::string> argv = {script.string()};
+    if (!executable) {
+      argv.insert(argv.begin(), "/bin/sh");
+    }
+    const Outcome o = run(argv, timeout);
+    r.scripts.push_back({script.filename().string().substr(7), o.exit_code, o.timed_out, o.output});
+  }
+  return r;
+}
+
+std::string node_name() {
+  if (const char* name = std::getenv("SLURMD_NODENAME"); name != nullptr && *name != '\0') {
+    return name;
+  }
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  return host.data();
+}
+
+}  // namespace
+
+int main() {
+  const auto started = std::chrono::steady_clock::now();
+  std::ifstream file(fs::path(kConfigDir) / "checks.json");
+  if (!file) {
+    return 0;  // no HealthCheck selects this node
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  const auto config = tightrope::health::parse_config(text.str());
+  if (!config) {
+    std::cout << "tightrope-health: " << kConfigDir << "/checks.json: " << config.error() << "\n";
+    return 1;
+  }
+  // slurmd runs the program each HealthCheckInterval (60 s); a HealthCheck may ask for less often.
+  const fs::path last_run = fs::path(kStateDir) / "last-run";
+  const fs::path written = fs::path(kStateDir) / "written";
+  std::error_code ec;
+  fs::create_directories(kStateDir, ec);
+  const auto now = std::chrono::system_clock::now();
+  if (const auto t = fs::last_write_time(last_run, ec); !ec) {
+    const auto since = std::chrono::file_clock::now() - t;
+    if (since < std::chrono::seconds(config->interval_seconds - 5)) {
+      int last = 0;
+      std::ifstream(last_run) >> last;  // the verdict stands until the next run
+      return last;
+    }
+  }
+
+  const std::string node = node_name();
+  const Outcome show = run({kScontrol, "show", "node", node, "--json"}, std::chrono::seconds(10));
+  const auto registered = tightrope::health::parse_node_json(show.output);
+  const Readings readings = read_machine(*config, started + kDeadline);
+  const auto findings = tightrope::health::judge(*config, registered, readings);
+  for (const auto& f : findings) {
+    std::cout << f.check << ": " << f.message << "\n";
+  }
+  const int verdict = findings.empty() ? 0 : 1;
+  std::ofstream(last_run) << verdict << "\n";
+  if (!registered.known) {
+    std::cout << "tightrope-health: slurmctld does not answer for node " << node
+              << ": the result is not reported\n";
+    return verdict;
+  }
+  const int64_t unix_now =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const auto report = tightrope::health::report_of(findings, unix_now);
+  const auto previous = tightrope::health::read_report(registered.extra);
+  // A new container reports even an unchanged result: the operator waits for a report newer
+  // than the pod before it undrains the node.
+  if (!previous || !tightrope::health::same_result(*previous, report) || !fs::exists(written)) {
+    const std::string extra = tightrope::health::with_report(registered.extra, report);
+    const Outcome update =
+        run({kScontrol, "update", "nodename=" + node, "extra=" + extra}, std::chrono::seconds(10));
+    if (update.exit_code == 0) {
+      std::ofstream(written).put('\n');
+    } else {
+      std::cout << "tightrope-health: scontrol update: " << update.output << "\n";
+    }
+  }
+  return verdict;
+}

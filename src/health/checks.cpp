@@ -1,0 +1,231 @@
+#include "health/checks.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace tightrope::health {
+namespace {
+
+using nlohmann::json;
+
+std::optional<int64_t> number(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool wanted(const Config& config, std::string_view check) {
+  return std::find(config.checks.begin(), config.checks.end(), check) != config.checks.end();
+}
+
+std::string first_line(const std::string& text) {
+  const auto start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos) {
+    return "";
+  }
+  std::string line = text.substr(start, text.find('\n', start) - start);
+  constexpr size_t kMaxLine = 200;  // a reason, not a log
+  if (line.size() > kMaxLine) {
+    line = line.substr(0, kMaxLine) + "...";
+  }
+  return line;
+}
+
+json finding_json(const Finding& f) {
+  return {{"check", f.check}, {"message", f.message}};
+}
+
+}  // namespace
+
+Result<Config, std::string> parse_config(std::string_view text) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return fail(std::string("not a JSON object"));
+  }
+  Config config;
+  const auto integer = [&](const char* key, int64_t* out) -> bool {
+    const auto it = doc.find(key);
+    if (it == doc.end()) {
+      return true;
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0) {
+      return false;
+    }
+    *out = it->get<int64_t>();
+    return true;
+  };
+  const auto strings = [&](const char* key, std::vector<std::string>* out) -> bool {
+    const auto it = doc.find(key);
+    if (it == doc.end()) {
+      return true;
+    }
+    if (!it->is_array()) {
+      return false;
+    }
+    for (const auto& item : *it) {
+      if (!item.is_string()) {
+        return false;
+      }
+      out->push_back(item.get<std::string>());
+    }
+    return true;
+  };
+  if (!integer("intervalSeconds", &config.interval_seconds)) {
+    return fail(std::string("intervalSeconds: must be a positive integer"));
+  }
+  if (!integer("timeoutSeconds", &config.timeout_seconds)) {
+    return fail(std::string("timeoutSeconds: must be a positive integer"));
+  }
+  if (!strings("checks", &config.checks)) {
+    return fail(std::string("checks: must be a list of strings"));
+  }
+  if (!strings("mounts", &config.mounts)) {
+    return fail(std::string("mounts: must be a list of strings"));
+  }
+  return config;
+}
+
+int64_t gpu_count(std::string_view gres) {
+  // The socket binding in parentheses may hold commas of its own: "gpu:2(S:0,1)".
+  std::string flat;
+  int depth = 0;
+  for (const char c : gres) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth == 0 && c != ')') {
+      flat += c;
+    }
+  }
+  int64_t total = 0;
+  size_t start = 0;
+  while (start <= flat.size()) {
+    const size_t end = std::min(flat.find(',', start), flat.size());
+    const std::string_view entry = std::string_view(flat).substr(start, end - start);
+    if (entry == "gpu" || entry.starts_with("gpu:")) {
+      const auto count = number(entry.substr(entry.rfind(':') + 1));
+      total += count.value_or(1);
+    }
+    start = end + 1;
+  }
+  return total;
+}
+
+Registered parse_node_json(std::string_view text) {
+  Registered out;
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("nodes") || !doc["nodes"].is_array() ||
+      doc["nodes"].empty() || !doc["nodes"][0].is_object()) {
+    return out;
+  }
+  const json& n = doc["nodes"][0];
+  const auto integer = [&](const char* key) -> int64_t {
+    const auto it = n.find(key);
+    return it != n.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+  };
+  const auto text_of = [&](const char* key) -> std::string {
+    const auto it = n.find(key);
+    return it != n.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  out.known = !text_of("name").empty();
+  out.cpus = integer("cpus");
+  out.real_memory_mib = integer("real_memory");
+  out.gpus = gpu_count(text_of("gres"));
+  out.extra = text_of("extra");
+  return out;
+}
+
+std::vector<Finding> judge(const Config& config, const Registered& registered,
+                           const Readings& readings) {
+  std::vector<Finding> out;
+  if (wanted(config, "mounts")) {
+    for (const auto& m : readings.mounts) {
+      if (!m.mounted) {
+        out.push_back({"mounts", m.path + " is not mounted"});
+      } else if (!m.answered) {
+        out.push_back({"mounts", m.path + " does not answer statfs within " +
+                                     std::to_string(config.timeout_seconds) + " s"});
+      } else if (!m.error.empty()) {
+        out.push_back({"mounts", m.path + ": " + m.error});
+      }
+    }
+  }
+  // Slurm registers MemTotal in MiB when slurmd starts; a kernel that later shows 1% less has
+  // lost memory (a DIMM taken offline), not rounding.
+  if (wanted(config, "memory") && registered.real_memory_mib > 0 &&
+      readings.memory_mib * 100 < registered.real_memory_mib * 99) {
+    out.push_back({"memory", std::to_string(readings.memory_mib) +
+                                 " MiB of memory, Slurm registered " +
+                                 std::to_string(registered.real_memory_mib) + " MiB"});
+  }
+  if (wanted(config, "cpus") && registered.cpus > 0 && readings.cpus < registered.cpus) {
+    out.push_back({"cpus", std::to_string(readings.cpus) + " CPUs usable, Slurm registered " +
+                               std::to_string(registered.cpus)});
+  }
+  if (wanted(config, "gpus") && registered.gpus > 0 &&
+      readings.gpus.value_or(0) < registered.gpus) {
+    out.push_back({"gpus", std::to_string(readings.gpus.value_or(0)) +
+                               " GPUs present, Slurm registered " +
+                               std::to_string(registered.gpus)});
+  }
+  for (const auto& s : readings.scripts) {
+    const std::string line = first_line(s.output);
+    if (s.timed_out) {
+      out.push_back({"script:" + s.name,
+                     "did not finish within " + std::to_string(config.timeout_seconds) + " s"});
+    } else if (s.exit_code != 0) {
+      out.push_back(
+          {"script:" + s.name, line.empty() ? "exit code " + std::to_string(s.exit_code) : line});
+    }
+  }
+  return out;
+}
+
+Report report_of(const std::vector<Finding>& findings, int64_t now) {
+  return {findings.empty(), now, findings};
+}
+
+std::optional<Report> read_report(std::string_view extra) {
+  const json doc = json::parse(extra, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return std::nullopt;
+  }
+  const auto it = doc.find(kExtraKey);
+  if (it == doc.end() || !it->is_object()) {
+    return std::nullopt;
+  }
+  const json& r = *it;
+  Report out;
+  out.ok = r.value("ok", false);
+  out.at = r.contains("at") && r["at"].is_number_integer() ? r["at"].get<int64_t>() : 0;
+  if (const auto failed = r.find("failed"); failed != r.end() && failed->is_array()) {
+    for (const auto& f : *failed) {
+      if (f.is_object()) {
+        out.failed.push_back({f.value("check", ""), f.value("message", "")});
+      }
+    }
+  }
+  return out;
+}
+
+std::string with_report(std::string_view extra, const Report& report) {
+  json doc = json::parse(extra, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    const bool empty = extra.find_first_not_of(" \t\r\n") == std::string_view::npos;
+    doc = empty ? json::object() : json{{"text", std::string(extra)}};
+  }
+  json failed = json::array();
+  for (const auto& f : report.failed) {
+    failed.push_back(finding_json(f));
+  }
+  doc[kExtraKey] = {{"ok", report.ok}, {"at", report.at}, {"failed", failed}};
+  return doc.dump(-1, ' ', /*ensure_ascii=*/true);
+}
+
+bool same_result(const Report& a, const Report& b) {
+  return a.ok == b.ok && a.failed == b.failed;
+}
+
+}  // namespace tightrope::health

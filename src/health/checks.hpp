@@ -1,0 +1,89 @@
+// What a worker checks of itself for a HealthCheck (docs/health.md, "Passive checks"): its
+// readings judged against what Slurm registered for the node, and the result as it travels to
+// the operator, under one key of the node's Extra. Pure: tightrope-health gathers the readings
+// and runs the commands; these functions judge and format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.hpp"
+
+namespace tightrope::health {
+
+// checks.json, which the operator writes from a HealthCheck's spec.passive into the ConfigMap
+// every slurmd pod of a selected NodeSet mounts.
+struct Config {
+  int64_t interval_seconds = 60;
+  int64_t timeout_seconds = 30;
+  std::vector<std::string> checks;  // of mounts, memory, cpus, gpus
+  std::vector<std::string> mounts;
+  bool operator==(const Config&) const = default;
+};
+Result<Config, std::string> parse_config(std::string_view text);
+
+// What slurmctld holds of the node: `scontrol show node <name> --json`.
+struct Registered {
+  bool known = false;  // the answer named the node
+  int64_t cpus = 0;
+  int64_t real_memory_mib = 0;
+  int64_t gpus = 0;  // the counts of every gpu entry of Gres=
+  std::string extra;
+  bool operator==(const Registered&) const = default;
+};
+Registered parse_node_json(std::string_view text);
+// "gpu:nvidia_h100:2(S:0-1),gpu:a100:1,shard:8" -> 3
+int64_t gpu_count(std::string_view gres);
+
+struct MountReading {
+  std::string path;
+  bool mounted = false;   // a mount point of /proc/self/mountinfo
+  bool answered = false;  // statfs returned within the timeout
+  std::string error;      // statfs's error, when it returned one
+};
+
+struct ScriptResult {
+  std::string name;
+  int exit_code = 0;
+  bool timed_out = false;
+  std::string output;  // stdout and stderr
+};
+
+struct Readings {
+  int64_t cpus = 0;        // CPUs this container may run on
+  int64_t memory_mib = 0;  // MemTotal
+  // GPUs present: the driver's list (each with its device file), else /dev/nvidia<N>; nothing
+  // when the machine shows neither.
+  std::optional<int64_t> gpus;
+  std::vector<MountReading> mounts;
+  std::vector<ScriptResult> scripts;
+};
+
+struct Finding {
+  std::string check;  // "gpus", "script:ib-ports"
+  std::string message;
+  bool operator==(const Finding&) const = default;
+};
+std::vector<Finding> judge(const Config& config, const Registered& registered,
+                           const Readings& readings);
+
+// The result in the node's Extra: {"tightrope.slurm.net/health": {"ok":..,"at":..,"failed":[..]}}.
+inline constexpr std::string_view kExtraKey = "tightrope.slurm.net/health";
+struct Report {
+  bool ok = true;
+  int64_t at = 0;  // unix seconds: when this container first found this result
+  std::vector<Finding> failed;
+  bool operator==(const Report&) const = default;
+};
+Report report_of(const std::vector<Finding>& findings, int64_t now);
+std::optional<Report> read_report(std::string_view extra);
+// `extra` with `report` under kExtraKey and every other key kept. An Extra that is not a JSON
+// object (a site's own text) is kept under "text", so nothing is lost.
+std::string with_report(std::string_view extra, const Report& report);
+// Same verdict and findings, whenever found.
+bool same_result(const Report& a, const Report& b);
+
+}  // namespace tightrope::health
