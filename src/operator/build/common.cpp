@@ -18,12 +18,10 @@ std::string slurm_image(std::string_view component) {
 }
 
 json owner_reference(const Owner& owner) {
-  return {{"apiVersion", api::kApiVersion},
-          {"kind", owner.kind},
-          {"name", owner.name},
-          {"uid", owner.uid},
-          {"controller", true},
-          {"blockOwnerDeletion", true}};
+  const std::string_view api_version =
+      owner.kind == "HealthCheck" ? api::kTightropeApiVersion : api::kApiVersion;
+  return {{"apiVersion", api_version}, {"kind", owner.kind}, {"name", owner.name},
+          {"uid", owner.uid},          {"controller", true}, {"blockOwnerDeletion", true}};
 }
 
 json component_labels(std::string_view name, std::string_view instance,

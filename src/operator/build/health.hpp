@@ -1,0 +1,35 @@
+// What the operator makes of HealthChecks (docs/health.md): which HealthCheck a NodeSet's
+// workers follow, the checks.json and scripts its pods mount, and the interval slurm.conf runs
+// the program at. Pure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/types.hpp"
+
+namespace tightrope::op::build {
+
+// The HealthCheck a NodeSet follows: of those of its namespace whose selector matches its
+// labels, the first by name (a second one is a conflict its status names); none when none does.
+const api::HealthCheck* selecting_health_check(const std::vector<api::HealthCheck>& checks,
+                                               const api::NodeSet& n);
+
+// checks.json for the program: the HealthCheck's spec.passive, defaulted.
+std::string health_checks_json(const api::HealthCheck& h);
+
+// ConfigMap <nodeset>-health, owned by the HealthCheck: checks.json and, for each key of the
+// site's scripts ConfigMap, script.<key>.
+nlohmann::json build_health_config_map(const api::NodeSet& n, const api::HealthCheck& h,
+                                       const std::map<std::string, std::string>& scripts);
+
+// slurm.conf's HealthCheckInterval for a cluster: the shortest interval of the HealthChecks its
+// NodeSets follow; none when they follow none.
+std::optional<int64_t> health_check_interval(const std::vector<api::HealthCheck>& checks,
+                                             const std::vector<api::NodeSet>& nodesets);
+
+}  // namespace tightrope::op::build
