@@ -40,9 +40,6 @@ using tightrope::health::Readings;
 constexpr const char* kConfigDir = "/etc/tightrope/health";
 constexpr const char* kStateDir = "/run/tightrope-health";
 constexpr const char* kScontrol = "/usr/bin/scontrol";
-// slurmd kills the program after HealthCheckTimeout (60 s by default): stop starting checks
-// before that, so that what ran is still reported.
-constexpr auto kDeadline = std::chrono::seconds(50);
 
 struct Outcome {
   int exit_code = -1;
@@ -285,27 +282,36 @@ int main() {
   if (const auto t = fs::last_write_time(last_run, ec); !ec) {
     const auto since = std::chrono::file_clock::now() - t;
     if (since < std::chrono::seconds(config->interval_seconds - 5)) {
-      int last = 0;
-      std::ifstream(last_run) >> last;  // the verdict stands until the next run
-      return last;
+      // The last verdict and findings stand until the next run.
+      std::ifstream last(last_run);
+      int verdict = 0;
+      last >> verdict;
+      last.ignore(1);
+      std::cout << last.rdbuf();
+      return verdict;
     }
   }
 
   const std::string node = node_name();
   const Outcome show = run({kScontrol, "show", "node", node, "--json"}, std::chrono::seconds(10));
   const auto registered = tightrope::health::parse_node_json(show.output);
-  const Readings readings = read_machine(*config, started + kDeadline);
+  const Readings readings =
+      read_machine(*config, started + std::chrono::seconds(config->deadline_seconds));
   const auto findings = tightrope::health::judge(*config, registered, readings);
+  std::string said;
   for (const auto& f : findings) {
-    std::cout << f.check << ": " << f.message << "\n";
+    said += f.check + ": " + f.message + "\n";
   }
+  std::cout << said;
   const int verdict = findings.empty() ? 0 : 1;
-  std::ofstream(last_run) << verdict << "\n";
   if (!registered.known) {
-    std::cout << "tightrope-health: slurmctld does not answer for node " << node
-              << ": the result is not reported\n";
+    // Before slurmd's first registration the node may not exist yet; the next run (slurmd runs
+    // one as it registers) reports.
+    std::cout << "tightrope-health: slurmctld has no node " << node
+              << " yet or does not answer: the result is not reported\n";
     return verdict;
   }
+  std::ofstream(last_run) << verdict << "\n" << said;
   const int64_t unix_now =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   const auto report = tightrope::health::report_of(findings, unix_now);

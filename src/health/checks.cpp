@@ -80,6 +80,9 @@ Result<Config, std::string> parse_config(std::string_view text) {
   if (!integer("timeoutSeconds", &config.timeout_seconds)) {
     return fail(std::string("timeoutSeconds: must be a positive integer"));
   }
+  if (!integer("deadlineSeconds", &config.deadline_seconds)) {
+    return fail(std::string("deadlineSeconds: must be a positive integer"));
+  }
   if (!strings("checks", &config.checks)) {
     return fail(std::string("checks: must be a list of strings"));
   }

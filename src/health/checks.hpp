@@ -19,6 +19,9 @@ namespace tightrope::health {
 struct Config {
   int64_t interval_seconds = 60;
   int64_t timeout_seconds = 30;
+  // By when the program must have finished (slurmd kills it at HealthCheckTimeout): it starts
+  // no check after that.
+  int64_t deadline_seconds = 50;
   std::vector<std::string> checks;  // of mounts, memory, cpus, gpus
   std::vector<std::string> mounts;
   bool operator==(const Config&) const = default;

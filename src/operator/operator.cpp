@@ -4,6 +4,7 @@
 
 #include "api/codec.hpp"
 #include "api/well_known.hpp"
+#include "base/log.hpp"
 #include "operator/resources.hpp"
 #include "operator/watches.hpp"
 
@@ -30,6 +31,7 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
       accounting_reconciler_(runtime_, cache_),
       loginset_reconciler_(runtime_, cache_),
       token_reconciler_(runtime_, cache_),
+      health_reconciler_(runtime_, cache_),
       nodeset_reconciler_(runtime_, cache_),
       connection_reconciler_(runtime_, cache_) {
   if (metrics_ != nullptr) {
@@ -75,6 +77,7 @@ void Operator::make_controllers() {
   by_kind_.accountings = make("accounting", accounting_reconciler_);
   by_kind_.loginsets = make("loginset", loginset_reconciler_);
   by_kind_.tokens = make("token", token_reconciler_);
+  by_kind_.health_checks = make("healthcheck", health_reconciler_);
   by_kind_.nodesets = make("nodeset", nodeset_reconciler_);
   by_kind_.connections = make("slurm-connection", connection_reconciler_);
 }
@@ -218,9 +221,21 @@ Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {
   informers_.push_back(&worker_pods);
   auto& revisions = cached(kube::resources::controller_revisions(), managed);
   revisions.store().add_index(cache_index::kOwner, kube::index::by_owner_uid<Document>);
+  // Tightrope's own kind, watched only where its CRD is installed (the operator's chart installs
+  // it; one installed later is watched after the operator restarts): an informer of a kind the
+  // API server does not serve would never sync, and the operator would never lead.
+  Informer<Document>* health_inf = nullptr;
+  if (runtime_.serves(resources::health_checks().api_version(), "HealthCheck", true)) {
+    health_inf = &crd(resources::health_checks());
+  } else {
+    log::warn("operator.healthchecks_unwatched",
+              {{"reason",
+                "the API server does not serve tightrope.slurm.net/v1alpha1 "
+                "HealthCheck (CRD not installed)"}});
+  }
   return {&controller_inf, &nodeset_inf, &restapi_inf, &accounting_inf, &loginset_inf,
-          &token_inf,      &secrets,     &config_maps, &services,       &stateful_sets,
-          &deployments,    &worker_pods, &revisions};
+          &token_inf,      health_inf,   &secrets,     &config_maps,    &services,
+          &stateful_sets,  &deployments, &worker_pods, &revisions};
 }
 
 void Operator::wire_namespace(const NamespaceInformers& in) {
@@ -306,10 +321,50 @@ void Operator::wire_namespace(const NamespaceInformers& in) {
   by_kind_.nodesets->watch_mapped<MetaOnly>(*in.config_maps, of_owning_controller);
   by_kind_.nodesets->watch_mapped<MetaOnly>(*in.stateful_sets, of_owning_controller);
 
+  if (in.health_inf != nullptr) {
+    wire_health_checks(in);
+  }
+
   by_kind_.tokens->watch_primary(*in.token_inf);
   by_kind_.tokens->watch_owned(*in.secrets, "Token");
   by_kind_.tokens->watch_mapped<MetaOnly>(*in.secrets, [cache](const MetaOnly& o) {
     return referencing(*cache, resources::tokens(), o.meta.namespace_name, o.meta.name);
+  });
+}
+
+void Operator::wire_health_checks(const NamespaceInformers& in) {
+  const ResourceCache* cache = &cache_;
+  by_kind_.health_checks->watch_primary(*in.health_inf);
+  by_kind_.health_checks->watch_owned(*in.config_maps, "HealthCheck");
+  // Every HealthCheck of the namespace: a NodeSet's labels decide which one it follows, and a
+  // ConfigMap may be one's scripts.
+  const auto every_health_check = [cache](const std::string& ns) {
+    std::vector<Request> out;
+    for (const auto& h : cache->list(resources::health_checks(), ns)) {
+      out.push_back({ns, h->meta.name});
+    }
+    return out;
+  };
+  by_kind_.health_checks->watch_mapped<Document>(
+      *in.nodeset_inf,
+      [every_health_check](const Document& n) { return every_health_check(n.meta.namespace_name); },
+      spec_changed);
+  by_kind_.health_checks->watch_mapped<MetaOnly>(*in.config_maps, [cache](const MetaOnly& cm) {
+    std::vector<Request> out;
+    for (const auto& h : health_checks_in(*cache, cm.meta.namespace_name)) {
+      if (h.spec.passive.scripts && h.spec.passive.scripts->name == cm.meta.name) {
+        out.push_back({cm.meta.namespace_name, h.metadata.name});
+      }
+    }
+    return out;
+  });
+  // slurm.conf runs the program once a HealthCheck selects one of a cluster's NodeSets.
+  by_kind_.controllers->watch_mapped<Document>(*in.health_inf, [cache](const Document& h) {
+    std::vector<Request> out;
+    for (const auto& c : cache->list(resources::controllers(), h.meta.namespace_name)) {
+      out.push_back({h.meta.namespace_name, c->meta.name});
+    }
+    return out;
   });
 }
 

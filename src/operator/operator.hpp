@@ -14,6 +14,7 @@
 #include "kube/events.hpp"
 #include "kube/manager.hpp"
 #include "operator/cache.hpp"
+#include "operator/health.hpp"
 #include "operator/nodeset.hpp"
 #include "operator/reconcilers.hpp"
 #include "operator/runtime.hpp"
@@ -53,6 +54,8 @@ class Operator final : public kube::Runnable {
     kube::Informer<kube::Document>* accounting_inf;
     kube::Informer<kube::Document>* loginset_inf;
     kube::Informer<kube::Document>* token_inf;
+    // Null when the HealthCheck CRD was not installed as the operator started.
+    kube::Informer<kube::Document>* health_inf;
     kube::Informer<kube::MetaOnly>* secrets;
     kube::Informer<kube::MetaOnly>* config_maps;
     kube::Informer<kube::MetaOnly>* services;
@@ -65,6 +68,7 @@ class Operator final : public kube::Runnable {
   // of their changes wakes.
   NamespaceInformers watch_namespace(const std::string& ns);
   void wire_namespace(const NamespaceInformers& in);
+  void wire_health_checks(const NamespaceInformers& in);  // where the CRD is served
   // The NodeSets of one Controller, as the cache has them.
   std::vector<ResourceCache::Ptr> nodesets_of(const std::string& ns,
                                               const std::string& controller) const;
@@ -84,6 +88,7 @@ class Operator final : public kube::Runnable {
   AccountingReconciler accounting_reconciler_;
   LoginSetReconciler loginset_reconciler_;
   TokenReconciler token_reconciler_;
+  HealthCheckReconciler health_reconciler_;
   NodeSetReconciler nodeset_reconciler_;
   SlurmConnectionReconciler connection_reconciler_;
   std::vector<std::unique_ptr<kube::Controller>> controllers_;
@@ -93,6 +98,7 @@ class Operator final : public kube::Runnable {
     kube::Controller* accountings = nullptr;
     kube::Controller* loginsets = nullptr;
     kube::Controller* tokens = nullptr;
+    kube::Controller* health_checks = nullptr;
     kube::Controller* nodesets = nullptr;
     kube::Controller* connections = nullptr;
   } by_kind_;  // the controllers_ above, by the kind each reconciles

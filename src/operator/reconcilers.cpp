@@ -13,10 +13,12 @@
 #include "operator/build/common.hpp"
 #include "operator/build/components.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/health.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/cluster_metrics.hpp"
 #include "operator/conditions.hpp"
 #include "operator/diagnosis.hpp"
+#include "operator/health.hpp"
 #include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
@@ -57,6 +59,8 @@ std::optional<Readiness> ControllerReconciler::read_inputs(const api::Controller
       runtime_.events().warning(self, "OddGpuClique", message);
     }
   }
+  in.health_check_interval =
+      build::health_check_interval(health_checks_in(cache_, ns), in.nodesets);
   if (c.spec.accounting_ref) {
     if (auto a = cache_.get(resources::accountings(),
                             kube::object_key(ns, c.spec.accounting_ref->name))) {

@@ -34,6 +34,12 @@ const kube::ResourceType& tokens() {
   static const auto t = slinky("tokens", "Token");
   return t;
 }
+const kube::ResourceType& health_checks() {
+  static const kube::ResourceType t{"tightrope.slurm.net", "v1alpha1", "healthchecks",
+                                    "HealthCheck", true};
+  return t;
+}
+
 const kube::ResourceType& service_monitors() {
   static const kube::ResourceType t{"monitoring.coreos.com", "v1", "servicemonitors",
                                     "ServiceMonitor", true};

@@ -14,6 +14,8 @@ const kube::ResourceType& loginsets();
 const kube::ResourceType& restapis();
 const kube::ResourceType& accountings();
 const kube::ResourceType& tokens();
+// Tightrope's own (tightrope.slurm.net/v1alpha1).
+const kube::ResourceType& health_checks();
 const kube::ResourceType& service_monitors();  // monitoring.coreos.com/v1
 // NVIDIA's DRA driver's IMEX domains, and the claim templates it makes for them.
 const kube::ResourceType& compute_domains();           // resource.nvidia.com/v1beta1

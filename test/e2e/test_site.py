@@ -528,6 +528,70 @@ def test_jobs_get_autodetected_gpus_and_only_theirs_cpus_and_memory_by_default(t
         kubectl("label", "node", node, "nvidia.com/gpu.product-", check=False)
 
 
+def health_report(node: str) -> dict:
+    """What tightrope-health last wrote into the node's Extra ({} before its first report)."""
+    out = json.loads(slurm("scontrol", "show", "node", node, "--json"))["nodes"][0].get("extra", "")
+    try:
+        return json.loads(out).get("tightrope.slurm.net/health", {})
+    except json.JSONDecodeError:
+        return {}
+
+
+def test_a_health_check_runs_on_the_workers_and_their_findings_reach_slurm(tmp_path):
+    """docs/health.md, passive checks: a HealthCheck makes slurm.conf run tightrope-health and
+    gives the selected NodeSet's pods its checks (no pod rolls for it); each worker's verdict
+    arrives in its node's Extra, a site script's failure with its first line. Remediation (the
+    operator draining on it) is not built yet."""
+    scripts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site-health", "namespace": NS},
+               "data": {"fans": '#!/bin/sh\nif [ -e /run/fan-stopped ]; then echo "fan 3 stopped"; exit 1; fi\n'}}
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "workers", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 12, "timeoutSeconds": 5,
+                                                          "mounts": ["/etc/slurm"],
+                                                          "scripts": {"configMapRef": {"name": "site-health"}}}}}
+    try:
+        install_cluster(tmp_path, {"nodesets": {"slinky": {"replicas": 1}}})
+        (before,) = workers()
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        ready = wait_until("the HealthCheck to hand out its checks", lambda: next(
+            (c for c in get("healthcheck.tightrope.slurm.net", "workers", NS).get("status", {}).get("conditions", [])
+             if c["type"] == "Ready" and c["status"] == "True"), None), 60, cluster_state)
+        assert ready["reason"] == "ChecksDistributed" and NODESET in ready["message"], ready
+        conf = get("configmap", f"{RELEASE}-config")["data"]["slurm.conf"]
+        assert "HealthCheckProgram=/usr/local/sbin/tightrope-health" in conf, conf
+        assert "HealthCheckInterval=12" in conf and "HealthCheckTimeout=9" in conf, conf
+        health = get("configmap", f"{NODESET}-health")["data"]
+        assert json.loads(health["checks.json"])["mounts"] == ["/etc/slurm"], health
+        assert "script.fans" in health, health
+
+        # slurmctld restarts on its new slurm.conf; the worker's pod stays, and the kubelet brings
+        # it the checks within its ConfigMap refresh (about a minute).
+        report = wait_until("a healthy report from slinky-0", lambda: health_report("slinky-0").get("ok") and
+                            health_report("slinky-0"), 240, cluster_state, period=5)
+        assert report["failed"] == [], report
+        (after,) = workers()
+        assert after["metadata"]["uid"] == before["metadata"]["uid"], "a HealthCheck rolled the worker"
+
+        # The site's script fails: the finding, with its first line, is in Slurm within an interval.
+        kubectl("-n", NS, "exec", after["metadata"]["name"], "-c", "slurmd", "--", "touch", "/run/fan-stopped")
+        report = wait_until("the failing script in slinky-0's report",
+                            lambda: not health_report("slinky-0").get("ok", True) and health_report("slinky-0"),
+                            60, cluster_state, period=3)
+        assert report["failed"] == [{"check": "script:fans", "message": "fan 3 stopped"}], report
+        kubectl("-n", NS, "exec", after["metadata"]["name"], "-c", "slurmd", "--", "rm", "/run/fan-stopped")
+        wait_until("slinky-0 healthy again", lambda: health_report("slinky-0").get("ok"), 60, cluster_state, period=3)
+
+        # Without the HealthCheck its ConfigMap goes with it.
+        kubectl("-n", NS, "delete", "healthcheck.tightrope.slurm.net", "workers", "--wait=true", timeout=60)
+        wait_until(f"{NODESET}-health to go", lambda: kubectl(
+            "-n", NS, "get", "configmap", f"{NODESET}-health", check=False).returncode != 0, 60, cluster_state)
+    finally:
+        kubectl("-n", NS, "delete", "healthcheck.tightrope.slurm.net", "workers", "--ignore-not-found", check=False)
+        kubectl("-n", NS, "delete", "configmap", "site-health", "--ignore-not-found", check=False)
+        uninstall_cluster()
+
+
 def slurmctld_signal(pod: str, sig: str) -> None:
     kubectl("-n", NS, "exec", pod, "-c", "slurmctld", "--", "sh", "-c",
             f"for p in /proc/[0-9]*; do [ \"$(cat $p/comm)\" = slurmctld ] && kill -{sig} ${{p#/proc/}}; done; true")

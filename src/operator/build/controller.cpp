@@ -7,6 +7,7 @@
 #include "operator/build/common.hpp"
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/gpus.hpp"
+#include "operator/build/health.hpp"
 #include "operator/build/topology.hpp"
 #include "slurm/conf.hpp"
 
@@ -371,6 +372,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   if (in.health_check_interval && extra.user_keys.count("healthcheckprogram") == 0) {
     conf.set("HealthCheckProgram", std::string(kHealthCheckProgram));
     soft("HealthCheckInterval", std::to_string(*in.health_check_interval));
+    soft("HealthCheckTimeout", std::to_string(health_check_timeout(*in.health_check_interval)));
     soft("HealthCheckNodeState", "ANY");
   }
   conf.set("AuthType", "auth/slurm");

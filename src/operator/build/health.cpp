@@ -26,23 +26,31 @@ const api::HealthCheck* selecting_health_check(const std::vector<api::HealthChec
   return found;
 }
 
-std::string health_checks_json(const api::HealthCheck& h) {
+int64_t health_check_timeout(int64_t interval) {
+  return std::clamp<int64_t>(interval * 3 / 4, 5, 60);
+}
+
+std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interval) {
   api::HealthCheck defaulted = h;
   api::apply_defaults(defaulted);
   const api::PassiveChecks& p = defaulted.spec.passive;
+  // Time to report what ran before slurmd kills the program.
+  const int64_t deadline = std::max<int64_t>(health_check_timeout(cluster_interval) - 3, 2);
   json doc = {{"intervalSeconds", p.interval_seconds},
               {"timeoutSeconds", p.timeout_seconds},
+              {"deadlineSeconds", deadline},
               {"checks", p.checks},
               {"mounts", p.mounts}};
   return doc.dump();
 }
 
 json build_health_config_map(const api::NodeSet& n, const api::HealthCheck& h,
-                             const std::map<std::string, std::string>& scripts) {
+                             const std::map<std::string, std::string>& scripts,
+                             int64_t cluster_interval) {
   json labels = component_labels("slurmd", n.metadata.name, "worker");
   labels[api::kLabelCluster] = n.spec.controller_ref.name;
   json data = json::object();
-  data["checks.json"] = health_checks_json(h);
+  data["checks.json"] = health_checks_json(h, cluster_interval);
   for (const auto& [key, text] : scripts) {
     data["script." + key] = text;
   }

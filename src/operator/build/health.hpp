@@ -19,13 +19,21 @@ namespace tightrope::op::build {
 const api::HealthCheck* selecting_health_check(const std::vector<api::HealthCheck>& checks,
                                                const api::NodeSet& n);
 
-// checks.json for the program: the HealthCheck's spec.passive, defaulted.
-std::string health_checks_json(const api::HealthCheck& h);
+// slurm.conf's HealthCheckTimeout for a HealthCheckInterval: Slurm wants it below the interval
+// (it complains in every daemon's log otherwise) and kills the program after it; at most its
+// default, 60 s.
+int64_t health_check_timeout(int64_t interval);
+
+// checks.json for the program: the HealthCheck's spec.passive, defaulted, and the deadline by
+// which it must have finished, a little inside the cluster's HealthCheckTimeout.
+std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interval);
 
 // ConfigMap <nodeset>-health, owned by the HealthCheck: checks.json and, for each key of the
-// site's scripts ConfigMap, script.<key>.
+// site's scripts ConfigMap, script.<key>. `cluster_interval`: health_check_interval() of the
+// NodeSet's cluster.
 nlohmann::json build_health_config_map(const api::NodeSet& n, const api::HealthCheck& h,
-                                       const std::map<std::string, std::string>& scripts);
+                                       const std::map<std::string, std::string>& scripts,
+                                       int64_t cluster_interval);
 
 // slurm.conf's HealthCheckInterval for a cluster: the shortest interval of the HealthChecks its
 // NodeSets follow; none when they follow none.

@@ -45,9 +45,11 @@ Readings healthy() {
 
 TEST(HealthConfig, ReadsWhatTheOperatorWritesAndRefusesWrongTypes) {
   const auto c = parse_config(
-      R"({"intervalSeconds":120,"timeoutSeconds":10,"checks":["gpus"],"mounts":["/home"]})");
+      R"({"intervalSeconds":120,"timeoutSeconds":10,"deadlineSeconds":40,"checks":["gpus"],)"
+      R"("mounts":["/home"]})");
   ASSERT_TRUE(c);
   EXPECT_EQ(c->interval_seconds, 120);
+  EXPECT_EQ(c->deadline_seconds, 40);
   EXPECT_EQ(c->timeout_seconds, 10);
   EXPECT_THAT(c->checks, ElementsAre("gpus"));
   EXPECT_THAT(c->mounts, ElementsAre("/home"));

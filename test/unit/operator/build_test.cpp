@@ -173,6 +173,7 @@ TEST(SlurmConf, WorkersRunTightropesHealthChecksOnceAHealthCheckSelectsOne) {
   EXPECT_EQ(values_of(conf, "HealthCheckProgram"),
             std::vector<std::string>{"/usr/local/sbin/tightrope-health"});
   EXPECT_EQ(values_of(conf, "HealthCheckInterval"), std::vector<std::string>{"30"});
+  EXPECT_EQ(values_of(conf, "HealthCheckTimeout"), std::vector<std::string>{"22"});
   EXPECT_EQ(values_of(conf, "HealthCheckNodeState"), std::vector<std::string>{"ANY"});
   // A site's own program (LBNL NHC) wins, with its interval.
   c.spec.extra_conf = "HealthCheckProgram=/usr/sbin/nhc\nHealthCheckInterval=300\n";

@@ -45,16 +45,28 @@ TEST(HealthBuild, TheConfigMapHoldsTheDefaultedChecksAndTheSitesScripts) {
   const auto gpu = nodeset("slurm-worker-gpu", {});
   auto h = health_check("gpu-workers", {});
   h.spec.passive.mounts = {"/home"};
-  const json cm = build_health_config_map(gpu, h, {{"ib-ports", "#!/bin/sh\nexit 0\n"}});
+  const json cm = build_health_config_map(gpu, h, {{"ib-ports", "#!/bin/sh\nexit 0\n"}}, 60);
   EXPECT_EQ(cm["metadata"]["name"], "slurm-worker-gpu-health");
   EXPECT_EQ(cm["metadata"]["namespace"], "slurm");
   EXPECT_EQ(cm["metadata"]["ownerReferences"][0]["kind"], "HealthCheck");
   EXPECT_EQ(cm["metadata"]["ownerReferences"][0]["apiVersion"], "tightrope.slurm.net/v1alpha1");
   EXPECT_EQ(cm["metadata"]["ownerReferences"][0]["uid"], "uid-gpu-workers");
   EXPECT_EQ(json::parse(cm["data"]["checks.json"].get<std::string>()),
-            json::parse(R"({"intervalSeconds":60,"timeoutSeconds":30,)"
+            json::parse(R"({"intervalSeconds":60,"timeoutSeconds":30,"deadlineSeconds":42,)"
                         R"("checks":["mounts","memory","cpus","gpus"],"mounts":["/home"]})"));
   EXPECT_EQ(cm["data"]["script.ib-ports"], "#!/bin/sh\nexit 0\n");
+}
+
+TEST(HealthBuild, SlurmStopsTheProgramBeforeItsNextRunAndTheProgramStopsItselfFirst) {
+  EXPECT_EQ(health_check_timeout(60), 45);
+  EXPECT_EQ(health_check_timeout(10), 7);
+  EXPECT_EQ(health_check_timeout(600), 60);  // Slurm's default, at most
+  const auto deadline = [](int64_t cluster_interval) {
+    return json::parse(
+        health_checks_json(health_check("h", {}), cluster_interval))["deadlineSeconds"];
+  };
+  EXPECT_EQ(deadline(600), 57);
+  EXPECT_EQ(deadline(10), 4);
 }
 
 TEST(HealthBuild, SlurmRunsTheProgramAtTheShortestIntervalOfTheClustersNodeSets) {

@@ -1,0 +1,132 @@
+#include "operator/health.hpp"
+
+#include <algorithm>
+
+#include "api/codec.hpp"
+#include "api/defaults.hpp"
+#include "operator/build/health.hpp"
+#include "operator/build/nodeset.hpp"
+#include "operator/resources.hpp"
+#include "operator/watches.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    out += (out.empty() ? "" : ", ") + item;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<api::HealthCheck> health_checks_in(const ResourceCache& cache, const std::string& ns) {
+  std::vector<api::HealthCheck> out;
+  if (!cache.caches(resources::health_checks())) {
+    return out;
+  }
+  for (const auto& doc : cache.list(resources::health_checks(), ns)) {
+    if (auto h = api::decode_health_check(doc->doc)) {
+      api::apply_defaults(*h);
+      out.push_back(std::move(*h));
+    }
+  }
+  return out;
+}
+
+kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& request) {
+  const kube::ResourceType& type = resources::health_checks();
+  const auto doc = cache_.get(type, request.key());
+  if (!doc || doc->meta.deleting) {
+    return settled();  // its ConfigMaps go with it (garbage collection)
+  }
+  auto loaded = load(runtime_, type, *doc, &api::decode_health_check);
+  if (!loaded) {
+    return settled();
+  }
+  const api::HealthCheck& h = *loaded;
+  const std::string& ns = h.metadata.namespace_name;
+  const auto& before = h.status.conditions;
+  const auto not_ready = [&](const Readiness& ready, kube::ReconcileOutcome next) {
+    return report(runtime_, type, h.metadata, before, before, ready, std::move(next));
+  };
+
+  std::map<std::string, std::string> scripts;
+  if (h.spec.passive.scripts) {
+    auto data = runtime_.config_map_data(ns, h.spec.passive.scripts->name);
+    if (!data) {
+      const bool missing = data.error().kind == kube::ErrorKind::kNotFound;
+      return not_ready(
+          {false, missing ? "ConfigMapNotFound" : "ConfigMapUnreadable",
+           "ConfigMap " + ns + "/" + h.spec.passive.scripts->name + " (spec.passive.scripts) " +
+               (missing ? "does not exist" : "cannot be read: " + data.error().message)},
+          retry());
+    }
+    scripts = std::move(*data);
+  }
+
+  const std::vector<api::HealthCheck> checks = health_checks_in(cache_, ns);
+  std::vector<api::NodeSet> nodesets;
+  for (const auto& n : cache_.list(resources::nodesets(), ns)) {
+    if (auto decoded = api::decode_nodeset(n->doc)) {
+      nodesets.push_back(std::move(*decoded));
+    }
+  }
+  std::vector<json> wanted;
+  std::vector<std::string> followers;
+  std::vector<std::string> elsewhere;  // selected, but following another HealthCheck
+  for (const auto& n : nodesets) {
+    if (n.metadata.deleting || !h.spec.node_set_selector.matches(n.metadata.labels)) {
+      continue;
+    }
+    const api::HealthCheck* follows = build::selecting_health_check(checks, n);
+    if (follows == nullptr || follows->metadata.name != h.metadata.name) {
+      elsewhere.push_back(n.metadata.name + " (follows " +
+                          (follows ? follows->metadata.name : std::string("none")) + ")");
+      continue;
+    }
+    std::vector<api::NodeSet> cluster;
+    for (const auto& other : nodesets) {
+      if (other.spec.controller_ref.name == n.spec.controller_ref.name) {
+        cluster.push_back(other);
+      }
+    }
+    const int64_t interval =
+        build::health_check_interval(checks, cluster).value_or(h.spec.passive.interval_seconds);
+    wanted.push_back(build::build_health_config_map(n, h, scripts, interval));
+    followers.push_back(n.metadata.name);
+  }
+  if (auto applied = apply_all(runtime_, wanted, nullptr, &applied_, &cache_); !applied) {
+    return not_ready({false, "ApplyFailed", applied.error()}, retry());
+  }
+  // A NodeSet no longer selected stops checking: its ConfigMap, if this HealthCheck made it, goes.
+  for (const auto& cm : cache_.list(kube::resources::config_maps(), ns)) {
+    const std::string& name = cm->meta.name;
+    const bool ours = owning(cm->meta, "HealthCheck") == h.metadata.name;
+    const bool still = std::any_of(followers.begin(), followers.end(),
+                                   [&](const std::string& f) { return name == f + "-health"; });
+    if (ours && !still) {
+      if (auto removed =
+              runtime_.remove_owned(kube::resources::config_maps(), ns, name, h.metadata.uid);
+          !removed) {
+        return not_ready({false, "ApplyFailed", removed.error().message}, retry());
+      }
+    }
+  }
+  std::string message = followers.empty() ? "no NodeSet of " + ns + " follows this HealthCheck"
+                                          : "checks for NodeSets " + joined(followers);
+  if (!elsewhere.empty()) {
+    message += "; selected but following another HealthCheck: " + joined(elsewhere);
+  }
+  return report(
+      runtime_, type, h.metadata, before, before,
+      {!followers.empty(), followers.empty() ? "NoNodeSetSelected" : "ChecksDistributed", message},
+      settled());
+}
+
+}  // namespace tightrope::op
