@@ -1,22 +1,14 @@
 #include "health/checks.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <nlohmann/json.hpp>
+
+#include "slurm/gres.hpp"
 
 namespace tightrope::health {
 namespace {
 
 using nlohmann::json;
-
-std::optional<int64_t> number(std::string_view text) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 bool wanted(const Config& config, std::string_view check) {
   return std::find(config.checks.begin(), config.checks.end(), check) != config.checks.end();
@@ -92,30 +84,6 @@ Result<Config, std::string> parse_config(std::string_view text) {
   return config;
 }
 
-int64_t gpu_count(std::string_view gres) {
-  // The socket binding in parentheses may hold commas of its own: "gpu:2(S:0,1)".
-  std::string flat;
-  int depth = 0;
-  for (const char c : gres) {
-    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
-    if (depth == 0 && c != ')') {
-      flat += c;
-    }
-  }
-  int64_t total = 0;
-  size_t start = 0;
-  while (start <= flat.size()) {
-    const size_t end = std::min(flat.find(',', start), flat.size());
-    const std::string_view entry = std::string_view(flat).substr(start, end - start);
-    if (entry == "gpu" || entry.starts_with("gpu:")) {
-      const auto count = number(entry.substr(entry.rfind(':') + 1));
-      total += count.value_or(1);
-    }
-    start = end + 1;
-  }
-  return total;
-}
-
 Registered parse_node_json(std::string_view text) {
   Registered out;
   const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -135,7 +103,7 @@ Registered parse_node_json(std::string_view text) {
   out.known = !text_of("name").empty();
   out.cpus = integer("cpus");
   out.real_memory_mib = integer("real_memory");
-  out.gpus = gpu_count(text_of("gres"));
+  out.gpus = slurm::gpu_count(text_of("gres"));
   out.extra = text_of("extra");
   return out;
 }

@@ -38,8 +38,6 @@ struct Registered {
   bool operator==(const Registered&) const = default;
 };
 Registered parse_node_json(std::string_view text);
-// "gpu:nvidia_h100:2(S:0-1),gpu:a100:1,shard:8" -> 3
-int64_t gpu_count(std::string_view gres);
 
 struct MountReading {
   std::string path;

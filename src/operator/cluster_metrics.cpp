@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "operator/build/common.hpp"
+#include "slurm/gres.hpp"
 
 namespace tightrope::op {
 namespace {
@@ -33,39 +34,7 @@ std::string outcome(const slurm::Error* error) {
   return kind;
 }
 
-// One entry of a gres string without its "(...)" tail, split at ':'.
-int64_t entry_gpus(std::string_view entry) {
-  entry = entry.substr(0, entry.find('('));
-  if (entry.substr(0, entry.find(':')) != "gpu") {
-    return 0;
-  }
-  const size_t last = entry.rfind(':');
-  if (last == std::string_view::npos) {
-    return 0;
-  }
-  const std::string_view count = entry.substr(last + 1);
-  int64_t n = 0;
-  const auto [end, ec] = std::from_chars(count.data(), count.data() + count.size(), n);
-  return ec == std::errc() && end == count.data() + count.size() ? n : 0;
-}
-
 }  // namespace
-
-int64_t gpu_count(const std::string& gres) {
-  int64_t total = 0;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= gres.size(); ++i) {
-    const char c = i < gres.size() ? gres[i] : ',';
-    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
-    if (c == ',' && depth <= 0) {
-      total += entry_gpus(std::string_view(gres).substr(start, i - start));
-      start = i + 1;
-      depth = 0;
-    }
-  }
-  return total;
-}
 
 std::map<JobGroup, int64_t> count_jobs(const std::map<int64_t, slurm::Job>& jobs) {
   std::map<JobGroup, int64_t> out;
@@ -148,13 +117,13 @@ void ClusterMetrics::report(const std::string& ns, const std::string& controller
   std::map<std::string, Tally> tallies;
   for (const auto& [name, node] : nodes) {
     const std::string nodeset = nodeset_of(name);
-    const int64_t gpus = gpu_count(node.gres);
+    const int64_t gpus = slurm::gpu_count(node.gres);
     if (nodeset.empty() && gpus == 0) {
       continue;
     }
     Tally& t = tallies[nodeset];
     t.gpus += gpus;
-    t.gpus_allocated += gpus > 0 ? gpu_count(node.gres_used) : 0;
+    t.gpus_allocated += gpus > 0 ? slurm::gpu_count(node.gres_used) : 0;
     t.not_responding += node.has("NOT_RESPONDING") ? 1 : 0;
   }
   for (const auto& [group, n] : counts) {

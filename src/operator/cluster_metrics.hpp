@@ -20,10 +20,6 @@
 
 namespace tightrope::op {
 
-// GPUs in a node's gres or gres_used string ("gpu:h100:4(S:0-1),gpu:2(IDX:0-1),shard:8"): the
-// sum of every gpu entry's count. Unreadable entries count nothing.
-int64_t gpu_count(const std::string& gres);
-
 struct JobGroup {
   std::string partition;
   std::string account;

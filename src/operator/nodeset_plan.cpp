@@ -17,6 +17,7 @@
 #include "operator/cluster_metrics.hpp"
 #include "operator/conditions.hpp"
 #include "operator/reconcile_support.hpp"
+#include "slurm/gres.hpp"
 #include "slurm/hostlist.hpp"
 
 namespace tightrope::op {
@@ -160,7 +161,7 @@ std::string gpu_shortfall(int64_t limit, const slurm::Node& node, const kube::Do
   if (limit <= 0) {
     return "";
   }
-  const int64_t registered = gpu_count(node.gres);
+  const int64_t registered = slurm::gpu_count(node.gres);
   if (registered > limit) {
     return "Slurm node " + node.name + " registered " + std::to_string(registered) +
            " GPUs, its pod is given " + std::to_string(limit) + " " +

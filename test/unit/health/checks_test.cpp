@@ -60,16 +60,6 @@ TEST(HealthConfig, ReadsWhatTheOperatorWritesAndRefusesWrongTypes) {
   EXPECT_EQ(parse_config("not json").error(), "not a JSON object");
 }
 
-TEST(GpuCount, AddsEveryGpuEntryAndIgnoresSocketsAndOtherGres) {
-  EXPECT_EQ(gpu_count("gpu:nvidia_h100_80gb_hbm3:4(S:0-1)"), 4);
-  EXPECT_EQ(gpu_count("gpu:a100:2(S:0,1),gpu:t4:1,shard:8"), 3);
-  EXPECT_EQ(gpu_count("gpu"), 1);
-  EXPECT_EQ(gpu_count("gpu:2"), 2);
-  EXPECT_EQ(gpu_count(""), 0);
-  EXPECT_EQ(gpu_count("(null)"), 0);
-  EXPECT_EQ(gpu_count("gpus:3"), 0);
-}
-
 TEST(RegisteredNode, ComesFromScontrolsJson) {
   const auto r = parse_node_json(
       R"({"nodes":[{"name":"gpu-0","cpus":16,"real_memory":64000,)"
