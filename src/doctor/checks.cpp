@@ -5,6 +5,7 @@
 #include <set>
 
 #include "api/well_known.hpp"
+#include "health/checks.hpp"
 #include "kube/time.hpp"
 #include "slurm/hostlist.hpp"
 
@@ -1021,6 +1022,26 @@ void admin_drain(const ClusterView& view, std::vector<Finding>& out) {
   }
 }
 
+void health_check_failed(const ClusterView& view, std::vector<Finding>& out) {
+  for (const auto& n : view.slurm.nodes) {
+    const auto report = health::read_report(n.extra);
+    if (!report || report->ok) {
+      continue;
+    }
+    std::vector<std::string> evidence;
+    for (const auto& f : report->failed) {
+      evidence.push_back(f.check + ": " + f.message);
+    }
+    evidence.push_back("reported " + since(view.now, Time(std::chrono::seconds(report->at))) +
+                       ", state " + node_state(n));
+    add(out, "health-check-failed", Severity::kWarning, "Slurm node " + n.name,
+        "the node's own health checks (tightrope-health, for a HealthCheck) fail", evidence,
+        "fix what the check names, or replace the pod (kubectl delete pod of " + n.name +
+            " once no job runs: kubectl slurm drain " + n.name +
+            " first); the operator does not act on it yet (docs/health.md)");
+  }
+}
+
 const std::vector<Check>& checks() {
   static const std::vector<Check> all = {
       {"operator-absent", "CRs change but nothing happens; no pods are made or replaced",
@@ -1077,6 +1098,9 @@ const std::vector<Check>& checks() {
        "read its conditions and Events", resource_not_ready},
       {"admin-drain", "nodes drained by hand stay drained", "undrain them when they are fit",
        admin_drain},
+      {"health-check-failed",
+       "slurmd's log says health_check failed; a HealthCheck's findings in a node's Extra",
+       "fix what the check names or replace the pod", health_check_failed},
   };
   return all;
 }

@@ -40,7 +40,8 @@ const std::vector<std::string>& operator_checks() {
                                                   "maintenance-reservation",
                                                   "max-node-count",
                                                   "config-drift",
-                                                  "gres-missing"};
+                                                  "gres-missing",
+                                                  "health-check-failed"};
   return checks;
 }
 

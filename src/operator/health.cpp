@@ -7,7 +7,6 @@
 #include "operator/build/health.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/resources.hpp"
-#include "operator/watches.hpp"
 
 namespace tightrope::op {
 
@@ -104,18 +103,17 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
   if (auto applied = apply_all(runtime_, wanted, nullptr, &applied_, &cache_); !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
   }
-  // A NodeSet no longer selected stops checking: its ConfigMap, if this HealthCheck made it, goes.
-  for (const auto& cm : cache_.list(kube::resources::config_maps(), ns)) {
-    const std::string& name = cm->meta.name;
-    const bool ours = owning(cm->meta, "HealthCheck") == h.metadata.name;
-    const bool still = std::any_of(followers.begin(), followers.end(),
-                                   [&](const std::string& f) { return name == f + "-health"; });
-    if (ours && !still) {
-      if (auto removed =
-              runtime_.remove_owned(kube::resources::config_maps(), ns, name, h.metadata.uid);
-          !removed) {
-        return not_ready({false, "ApplyFailed", removed.error().message}, retry());
-      }
+  // A NodeSet that no longer follows this HealthCheck stops checking: its ConfigMap goes, if this
+  // HealthCheck made it (remove_owned checks the owner; the cache answers for absent ones). One
+  // of a deleted NodeSet stays until the HealthCheck goes, harmless: nothing mounts it.
+  for (const auto& n : nodesets) {
+    if (std::find(followers.begin(), followers.end(), n.metadata.name) != followers.end()) {
+      continue;
+    }
+    if (auto removed = runtime_.remove_owned(kube::resources::config_maps(), ns,
+                                             build::nodeset_health_config_name(n), h.metadata.uid);
+        !removed) {
+      return not_ready({false, "ApplyFailed", removed.error().message}, retry());
     }
   }
   std::string message = followers.empty() ? "no NodeSet of " + ns + " follows this HealthCheck"

@@ -58,7 +58,7 @@ const kube::ResourceType& resource_claim_templates() {
 }
 
 const kube::ResourceType* for_object(const std::string& api_version, const std::string& kind) {
-  const std::array<const kube::ResourceType*, 15> known = {
+  const std::array<const kube::ResourceType*, 16> known = {
       &kube::resources::config_maps(),
       &kube::resources::pods(),
       &kube::resources::controller_revisions(),
@@ -73,7 +73,8 @@ const kube::ResourceType* for_object(const std::string& api_version, const std::
       &nodesets(),
       &loginsets(),
       &restapis(),
-      &accountings()};
+      &accountings(),
+      &health_checks()};
   for (const auto* t : known) {
     if (t->api_version() == api_version && t->kind == kind) {
       return t;

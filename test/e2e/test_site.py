@@ -579,6 +579,11 @@ def test_a_health_check_runs_on_the_workers_and_their_findings_reach_slurm(tmp_p
                             lambda: not health_report("slinky-0").get("ok", True) and health_report("slinky-0"),
                             60, cluster_state, period=3)
         assert report["failed"] == [{"check": "script:fans", "message": "fan 3 stopped"}], report
+        # The operator's own doctor check says so on the Controller, within its check period.
+        wait_until("the Controller to name the failing check", lambda: next(
+            (c for c in get("controller", RELEASE).get("status", {}).get("conditions", [])
+             if c["type"] == "Healthy" and "health-check-failed: Slurm node slinky-0" in c.get("message", "")),
+            None), 90, cluster_state)
         kubectl("-n", NS, "exec", after["metadata"]["name"], "-c", "slurmd", "--", "rm", "/run/fan-stopped")
         wait_until("slinky-0 healthy again", lambda: health_report("slinky-0").get("ok"), 60, cluster_state, period=3)
 

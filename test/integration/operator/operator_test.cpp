@@ -763,6 +763,67 @@ TEST_F(OperatorTest, AServiceMonitorAppearsOnceItsCrdIsInstalledAndGoesWhenMetri
       eventually([&] { return slurm_conf().find("MetricsType") == std::string::npos; }, kConverge));
 }
 
+TEST_F(OperatorTest, AHealthCheckGivesTheNodeSetsItSelectsTheirChecksAndTakesThemBack) {
+  apply_cluster();
+  json nodeset = sample("nodeset.yaml");
+  nodeset["metadata"]["labels"]["tier"] = "gpu";
+  nodeset["spec"]["replicas"] = 0;
+  create(resources::nodesets(), nodeset);
+  config_map("site-health", {{"fans", "#!/bin/sh\nexit 0\n"}});
+  json check = sample("healthcheck.yaml");
+  check["spec"]["nodeSetSelector"] = {{"matchLabels", {{"tier", "gpu"}}}};
+  check["spec"]["passive"]["scripts"]["configMapRef"]["name"] = "site-health";
+  create(resources::health_checks(), check);
+  start_operator();
+
+  // The NodeSet's pods mount gpu-health: the checks and the site's script.
+  ASSERT_TRUE(eventually(
+      [&] { return get(kube::resources::config_maps(), "gpu-health").has_value(); }, kConverge));
+  const json cm = *get(kube::resources::config_maps(), "gpu-health");
+  EXPECT_EQ(json::parse(field<std::string>(cm, "/data/checks.json", "{}"))["intervalSeconds"], 60);
+  EXPECT_EQ(field<std::string>(cm, "/data/script.fans", ""), "#!/bin/sh\nexit 0\n");
+  EXPECT_EQ(cm["metadata"]["ownerReferences"][0]["kind"], "HealthCheck");
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ready_reason(resources::health_checks(), "gpu-workers") == "True/ChecksDistributed";
+      },
+      kConverge));
+  EXPECT_TRUE(eventually(
+      [&] {
+        const std::string conf = slurm_conf();
+        return conf.find("HealthCheckProgram=/usr/local/sbin/tightrope-health") !=
+                   std::string::npos &&
+               conf.find("HealthCheckInterval=60") != std::string::npos &&
+               conf.find("HealthCheckTimeout=45") != std::string::npos;
+      },
+      kConverge))
+      << slurm_conf();
+
+  // A changed script reaches the ConfigMap.
+  ASSERT_TRUE(client_->patch(kube::resources::config_maps(), ns_, "site-health",
+                             kube::PatchType::kMerge, {{"data", {{"fans", "exit 1\n"}}}}));
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto now = get(kube::resources::config_maps(), "gpu-health");
+        return now && field<std::string>(*now, "/data/script.fans", "") == "exit 1\n";
+      },
+      kConverge));
+
+  // Deselected: its checks go, and so do slurm.conf's lines.
+  ASSERT_TRUE(client_->patch(resources::nodesets(), ns_, "gpu", kube::PatchType::kMerge,
+                             {{"metadata", {{"labels", {{"tier", "cpu"}}}}}}));
+  EXPECT_TRUE(eventually(
+      [&] { return !get(kube::resources::config_maps(), "gpu-health").has_value(); }, kConverge));
+  EXPECT_TRUE(eventually(
+      [&] {
+        return ready_reason(resources::health_checks(), "gpu-workers") == "False/NoNodeSetSelected";
+      },
+      kConverge));
+  EXPECT_TRUE(eventually(
+      [&] { return slurm_conf().find("HealthCheckProgram") == std::string::npos; }, kConverge))
+      << slurm_conf();
+}
+
 TEST_F(OperatorTest, WithLeaderElectionOneReplicaActsAndTheStandbyTakesOverAfterAKill) {
   apply_cluster();
   const std::vector<std::string> elect = {"--leader-elect", "--leader-elect-namespace", ns_};

@@ -352,5 +352,22 @@ TEST(Doctor, NotesAnAdministratorsDrainButNotTheOperators) {
   EXPECT_EQ(findings[0].severity, Severity::kInfo);
 }
 
+TEST(Doctor, WarnsOfANodeWhoseOwnHealthChecksFailWithWhatTheyFound) {
+  Fixture f;
+  f.worker("w-0");
+  f.worker("w-1");
+  f.worker("w-2");
+  f.slurm_node("w-0").extra =
+      R"({"tightrope.slurm.net/host":{"cgroup":"v1"},"tightrope.slurm.net/health":{"ok":false,)"
+      R"("at":1,"failed":[{"check":"gpus","message":"3 GPUs present, Slurm registered 4"}]}})";
+  f.slurm_node("w-1").extra = R"({"tightrope.slurm.net/health":{"ok":true,"at":1,"failed":[]}})";
+  f.slurm_node("w-2").extra = "rack 4";
+  const auto findings = run(f.view, "health-check-failed");
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].severity, Severity::kWarning);
+  EXPECT_EQ(findings[0].subject, "Slurm node w-0");
+  EXPECT_EQ(findings[0].evidence.front(), "gpus: 3 GPUs present, Slurm registered 4");
+}
+
 }  // namespace
 }  // namespace tightrope::doctor
