@@ -1,6 +1,7 @@
 #include "operator/health.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "api/codec.hpp"
 #include "api/defaults.hpp"
@@ -78,7 +79,8 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
   }
   std::vector<json> wanted;
   std::vector<std::string> followers;
-  std::vector<std::string> elsewhere;  // selected, but following another HealthCheck
+  std::set<std::string> site_programs;  // "Controller slurm runs /usr/sbin/nhc"
+  std::vector<std::string> elsewhere;   // selected, but following another HealthCheck
   for (const auto& n : nodesets) {
     if (n.metadata.deleting || !h.spec.node_set_selector.matches(n.metadata.labels)) {
       continue;
@@ -99,6 +101,11 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
         build::health_check_interval(checks, cluster).value_or(h.spec.passive.interval_seconds);
     wanted.push_back(build::build_health_config_map(n, h, scripts, interval));
     followers.push_back(n.metadata.name);
+    if (const auto c = controller_of(cache_, ns, n.spec.controller_ref.name)) {
+      if (const std::string program = build::site_health_check_program(*c); !program.empty()) {
+        site_programs.insert("Controller " + c->metadata.name + " runs " + program);
+      }
+    }
   }
   if (auto applied = apply_all(runtime_, wanted, nullptr, &applied_, &cache_); !applied) {
     return not_ready({false, "ApplyFailed", applied.error()}, retry());
@@ -120,6 +127,14 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
                                           : "checks for NodeSets " + joined(followers);
   if (!elsewhere.empty()) {
     message += "; selected but following another HealthCheck: " + joined(elsewhere);
+  }
+  if (!site_programs.empty()) {
+    // The site's HealthCheckProgram runs instead: nothing of this HealthCheck is checked.
+    return report(runtime_, type, h.metadata, before, before,
+                  {false, "PassiveChecksOff",
+                   joined({site_programs.begin(), site_programs.end()}) +
+                       " (extraConf HealthCheckProgram) instead of tightrope-health; " + message},
+                  settled());
   }
   return report(
       runtime_, type, h.metadata, before, before,

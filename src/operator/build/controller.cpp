@@ -369,7 +369,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   // Workers run Tightrope's checks once a HealthCheck selects one of the cluster's NodeSets
   // (the program does nothing on the others); not before, since images other than Tightrope's
   // lack the program. A site's own HealthCheckProgram (LBNL NHC) wins, with its interval.
-  if (in.health_check_interval && extra.user_keys.count("healthcheckprogram") == 0) {
+  if (in.health_check_interval && site_health_check_program(c).empty()) {
     conf.set("HealthCheckProgram", std::string(kHealthCheckProgram));
     soft("HealthCheckInterval", std::to_string(*in.health_check_interval));
     soft("HealthCheckTimeout", std::to_string(health_check_timeout(*in.health_check_interval)));

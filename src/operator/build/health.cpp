@@ -6,6 +6,7 @@
 #include "api/well_known.hpp"
 #include "operator/build/common.hpp"
 #include "operator/build/nodeset.hpp"
+#include "slurm/conf.hpp"
 
 namespace tightrope::op::build {
 
@@ -24,6 +25,25 @@ const api::HealthCheck* selecting_health_check(const std::vector<api::HealthChec
     }
   }
   return found;
+}
+
+std::string site_health_check_program(const api::Controller& c) {
+  auto extra = slurm::parse_slurm_conf(c.spec.extra_conf, "extraConf");
+  if (!extra) {
+    return "";
+  }
+  std::string program;
+  for (const auto& line : extra->lines()) {
+    if (line.kind != slurm::ConfLine::Kind::kSetting) {
+      continue;
+    }
+    for (const auto& [key, value] : line.pairs) {
+      if (lower(key) == "healthcheckprogram") {
+        program = value;
+      }
+    }
+  }
+  return program;
 }
 
 int64_t health_check_timeout(int64_t interval) {

@@ -19,6 +19,10 @@ namespace tightrope::op::build {
 const api::HealthCheck* selecting_health_check(const std::vector<api::HealthCheck>& checks,
                                                const api::NodeSet& n);
 
+// The HealthCheckProgram a Controller's extraConf brings (a site's own, LBNL NHC), "" when none:
+// it wins over Tightrope's, and the cluster's HealthChecks then check nothing.
+std::string site_health_check_program(const api::Controller& c);
+
 // slurm.conf's HealthCheckTimeout for a HealthCheckInterval: Slurm wants it below the interval
 // (it complains in every daemon's log otherwise) and kills the program after it; at most its
 // default, 60 s.

@@ -69,6 +69,15 @@ TEST(HealthBuild, SlurmStopsTheProgramBeforeItsNextRunAndTheProgramStopsItselfFi
   EXPECT_EQ(deadline(10), 4);
 }
 
+TEST(HealthBuild, ASitesOwnHealthCheckProgramIsFoundInExtraConfWhateverItsCase) {
+  api::Controller c;
+  EXPECT_EQ(site_health_check_program(c), "");
+  c.spec.extra_conf = "SchedulerType=sched/backfill\nhealthcheckprogram=/usr/sbin/nhc\n";
+  EXPECT_EQ(site_health_check_program(c), "/usr/sbin/nhc");
+  c.spec.extra_conf = "HealthCheckInterval=300\n";
+  EXPECT_EQ(site_health_check_program(c), "");
+}
+
 TEST(HealthBuild, SlurmRunsTheProgramAtTheShortestIntervalOfTheClustersNodeSets) {
   const std::vector<api::NodeSet> nodesets = {nodeset("a", {{"tier", "gpu"}}),
                                               nodeset("b", {{"tier", "cpu"}})};
