@@ -49,7 +49,8 @@ def test_cluster_comes_up_with_two_idle_workers():
     helm("upgrade", "--install", RELEASE, str(REPO / "deploy/helm/slurm"), "-n", NS, "--create-namespace",
          "-f", str(VALUES), timeout=120)
     spec = get("controller", RELEASE)["spec"]
-    assert spec["jwtKeyRef"] == {"name": legacy_jwt, "key": "jwt_hs256.key"}, spec["jwtKeyRef"]
+    secrets = [x["metadata"]["name"] for x in get("secrets").get("items", [])]
+    assert spec["jwtKeyRef"] == {"name": legacy_jwt, "key": "jwt_hs256.key"}, (spec["jwtKeyRef"], secrets)
     assert spec["slurmKeyRef"] == {"name": f"{RELEASE}-auth-slurm", "key": "slurm.key"}, spec["slurmKeyRef"]
 
     def two_idle():
