@@ -105,6 +105,12 @@ inline constexpr std::string_view kAnnotationGresConf = "tightrope.slurm.net/gre
 // A NodeSet's own IMEX domain (build/compute_domain.hpp): "true" asks for it.
 inline constexpr std::string_view kAnnotationComputeDomain = "tightrope.slurm.net/compute-domain";
 
+// Tightrope's own: health-check remediation (docs/health.md). The failures seen on a Kubernetes
+// Node (JSON: [{"pod","uid","check","at"}], the newest last), and the taint that keeps new pods
+// off a Node that keeps failing.
+inline constexpr std::string_view kAnnotationHealthFailures = "tightrope.slurm.net/health-failures";
+inline constexpr std::string_view kTaintUnhealthy = "tightrope.slurm.net/unhealthy";
+
 // Every Slurm node reason the operator writes starts with this; a reason without it belongs to
 // an administrator and is never touched.
 inline constexpr std::string_view kReasonPrefix = "slurm-operator: ";

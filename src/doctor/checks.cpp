@@ -1034,11 +1034,59 @@ void health_check_failed(const ClusterView& view, std::vector<Finding>& out) {
     }
     evidence.push_back("reported " + since(view.now, Time(std::chrono::seconds(report->at))) +
                        ", state " + node_state(n));
+    // Where remediation stands (docs/health.md): the operator's drain names the check.
+    const bool remediating = n.drain() && n.reason.starts_with(api::kReasonPrefix) &&
+                             n.reason.find("healthcheck: ") != std::string::npos;
+    std::string remedy;
+    if (remediating && n.reason.find("pending termination") != std::string::npos) {
+      evidence.emplace_back("drained by the operator; its pod is replaced once no job runs on it");
+      remedy = "nothing: the running job finishes, then the pod is replaced and checked again";
+    } else if (remediating) {
+      evidence.push_back("drained by the operator (\"" + n.reason + "\")");
+      remedy = "fix what the check names: the operator undrains the node once its report passes";
+    } else {
+      evidence.emplace_back(
+          "not drained for it: its NodeSet follows no HealthCheck with remediation, or as many "
+          "nodes as its maxUnhealthy allows are in remediation already (the NodeSet's "
+          "WorkersHealthy says which)");
+      remedy = "fix what the check names; kubectl get nodeset -o yaml shows WorkersHealthy";
+    }
     add(out, "health-check-failed", Severity::kWarning, "Slurm node " + n.name,
         "the node's own health checks (tightrope-health, for a HealthCheck) fail", evidence,
-        "fix what the check names, or replace the pod (kubectl delete pod of " + n.name +
-            " once no job runs: kubectl slurm drain " + n.name +
-            " first); the operator does not act on it yet (docs/health.md)");
+        remedy);
+  }
+}
+
+void node_quarantined(const ClusterView& view, std::vector<Finding>& out) {
+  for (const auto& node : view.kube_nodes) {
+    bool tainted = false;
+    for (const auto& t : node.value("/spec/taints"_json_pointer, json::array())) {
+      tainted = tainted || t.value("key", "") == api::kTaintUnhealthy;
+    }
+    if (!tainted) {
+      continue;
+    }
+    std::vector<std::string> evidence;
+    const json annotations = node.value("/metadata/annotations"_json_pointer, json::object());
+    const auto kept = annotations.find(api::kAnnotationHealthFailures);
+    const json failures =
+        kept != annotations.end() && kept->is_string()
+            ? json::parse(kept->get<std::string>(), nullptr, /*allow_exceptions=*/false)
+            : json();
+    for (const auto& f : failures.is_array() ? failures : json::array()) {
+      if (f.is_object() && f.contains("at") && f["at"].is_number_integer()) {
+        evidence.push_back("pod " + f.value("pod", "") + " failed " + f.value("check", "") + " " +
+                           since(view.now, Time(std::chrono::seconds(f["at"].get<int64_t>()))));
+      }
+    }
+    add(out, "node-quarantined", Severity::kWarning, "Node " + name_of(node),
+        "tainted " + std::string(api::kTaintUnhealthy) +
+            ":NoSchedule: health checks failed on it again and again, so no new worker pod "
+            "lands there",
+        evidence,
+        "repair the machine, then kubectl taint node " + name_of(node) + " " +
+            std::string(api::kTaintUnhealthy) + "- (and kubectl annotate node " + name_of(node) +
+            " " + std::string(api::kAnnotationHealthFailures) + "- to forget its failures)");
   }
 }
 
@@ -1100,7 +1148,10 @@ const std::vector<Check>& checks() {
        admin_drain},
       {"health-check-failed",
        "slurmd's log says health_check failed; a HealthCheck's findings in a node's Extra",
-       "fix what the check names or replace the pod", health_check_failed},
+       "fix what the check names; the operator drains and replaces within the budget",
+       health_check_failed},
+      {"node-quarantined", "worker pods avoid a Node; it carries tightrope.slurm.net/unhealthy",
+       "repair the machine, then remove the taint", node_quarantined},
   };
   return all;
 }

@@ -41,7 +41,8 @@ const std::vector<std::string>& operator_checks() {
                                                   "max-node-count",
                                                   "config-drift",
                                                   "gres-missing",
-                                                  "health-check-failed"};
+                                                  "health-check-failed",
+                                                  "node-quarantined"};
   return checks;
 }
 

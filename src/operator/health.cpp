@@ -5,8 +5,11 @@
 
 #include "api/codec.hpp"
 #include "api/defaults.hpp"
+#include "kube/time.hpp"
 #include "operator/build/health.hpp"
 #include "operator/build/nodeset.hpp"
+#include "operator/conditions.hpp"
+#include "operator/nodeset_plan.hpp"
 #include "operator/resources.hpp"
 
 namespace tightrope::op {
@@ -21,6 +24,74 @@ std::string joined(const std::vector<std::string>& items) {
     out += (out.empty() ? "" : ", ") + item;
   }
   return out;
+}
+
+// status.remediations and status.kubeNodes of a HealthCheck, from what its NodeSets' pods and
+// the Nodes show (the NodeSet's planner writes both), and WorkersHealthy, from its NodeSets' own.
+json remediation_status(const ResourceCache& cache, const api::HealthCheck& h,
+                        const std::vector<api::NodeSet>& nodesets,
+                        const std::vector<std::string>& followers,
+                        std::vector<api::Condition>& conditions) {
+  api::HealthCheckStatus status;
+  std::vector<const api::NodeSet*> followed;
+  for (const auto& n : nodesets) {
+    if (std::find(followers.begin(), followers.end(), n.metadata.name) != followers.end()) {
+      followed.push_back(&n);
+    }
+  }
+  std::vector<std::string> exhausted;
+  std::vector<std::string> remediating;
+  bool seen = false;
+  for (const api::NodeSet* n : followed) {
+    for (const auto& p : cache.pods_by_index(cache_index::kOwner, n->metadata.uid)) {
+      if (auto r = pod_remediation(n->metadata.name, worker_pod(*n, *p))) {
+        status.remediations.push_back(std::move(*r));
+      }
+    }
+    if (const api::Condition* c = find_condition(n->status.conditions, "WorkersHealthy")) {
+      seen = true;
+      if (c->reason == "BudgetExhausted") {
+        exhausted.push_back("NodeSet " + n->metadata.name + ": " + c->message);
+      } else if (c->status != "True") {
+        remediating.push_back("NodeSet " + n->metadata.name + ": " + c->message);
+      }
+    }
+  }
+  const std::string& ns = h.metadata.namespace_name;
+  const auto owns = [&](const std::string& pod) {
+    return std::any_of(followed.begin(), followed.end(), [&](const api::NodeSet* n) {
+      return pod.starts_with(ns + "/") &&
+             build::nodeset_pod_ordinal(*n, pod.substr(ns.size() + 1)) >= 0;
+    });
+  };
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (const auto& node : cache.list_all(kube::resources::nodes())) {
+    if (auto k = kube_node_health(node->doc, owns, h.spec.remediation.window_seconds, now)) {
+      status.kube_nodes.push_back(std::move(*k));
+    }
+  }
+  if (!seen) {
+    std::erase_if(conditions, [](const api::Condition& c) { return c.type == "WorkersHealthy"; });
+  } else {
+    api::Condition c{
+        "WorkersHealthy",      "True",
+        "ChecksPass",          "no report of a worker of " + joined(followers) + " fails",
+        h.metadata.generation, ""};
+    if (!exhausted.empty()) {
+      c = {"WorkersHealthy",      "False", "BudgetExhausted", joined(exhausted),
+           h.metadata.generation, ""};
+    } else if (!remediating.empty()) {
+      c = {"WorkersHealthy",      "False", "Remediating", joined(remediating),
+           h.metadata.generation, ""};
+    }
+    set_condition(conditions, std::move(c), kube::format_time(std::chrono::system_clock::now()));
+  }
+  // Both lists always: an empty one is how server-side apply clears what was there.
+  json out = api::encode_health_status(status);
+  return {{"remediations", out.value("remediations", json::array())},
+          {"kubeNodes", out.value("kubeNodes", json::array())}};
 }
 
 }  // namespace
@@ -123,6 +194,9 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
       return not_ready({false, "ApplyFailed", removed.error().message}, retry());
     }
   }
+  std::vector<api::Condition> conditions = before;
+  const json status = remediation_status(cache_, h, nodesets, followers, conditions);
+  const bool status_changed = status != kept_status(doc->doc.value("status", json::object()), {});
   std::string message = followers.empty() ? "no NodeSet of " + ns + " follows this HealthCheck"
                                           : "checks for NodeSets " + joined(followers);
   if (!elsewhere.empty()) {
@@ -130,16 +204,16 @@ kube::ReconcileOutcome HealthCheckReconciler::reconcile(const kube::Request& req
   }
   if (!site_programs.empty()) {
     // The site's HealthCheckProgram runs instead: nothing of this HealthCheck is checked.
-    return report(runtime_, type, h.metadata, before, before,
+    return report(runtime_, type, h.metadata, before, std::move(conditions),
                   {false, "PassiveChecksOff",
                    joined({site_programs.begin(), site_programs.end()}) +
                        " (extraConf HealthCheckProgram) instead of tightrope-health; " + message},
-                  settled());
+                  settled(), status, status_changed);
   }
   return report(
-      runtime_, type, h.metadata, before, before,
+      runtime_, type, h.metadata, before, std::move(conditions),
       {!followers.empty(), followers.empty() ? "NoNodeSetSelected" : "ChecksDistributed", message},
-      settled());
+      settled(), status, status_changed);
 }
 
 }  // namespace tightrope::op

@@ -12,9 +12,11 @@
 #include "kube/time.hpp"
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/health.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/conditions.hpp"
+#include "operator/health.hpp"
 #include "operator/nodeset_execute.hpp"
 #include "operator/resources.hpp"
 #include "operator/ssh_keys.hpp"
@@ -273,7 +275,11 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
       std::vector<api::Condition> all = verdict.conditions;
       all.push_back({"Ready", verdict.readiness.ready ? "True" : "False", verdict.readiness.reason,
                      "", 0, ""});
-      metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all, began);
+      // While Slurm cannot be asked the steps are not known: the last ones stand.
+      static const std::map<std::string, int64_t> kNone;
+      const std::map<std::string, int64_t>* steps =
+          plan.health ? &plan.health->steps : (world.health ? nullptr : &kNone);
+      metrics_->report(n.metadata.namespace_name, n.metadata.name, status, all, began, steps);
     }
   };
   if (plan.stop || plan.deleting) {
@@ -370,6 +376,10 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.mirror_slurm_drains = runtime_.options().mirror_slurm_drains;
   world.propagated_node_conditions = runtime_.options().propagated_node_conditions;
   world.drain_on_node_conditions = runtime_.options().drain_on_node_conditions;
+  const std::vector<api::HealthCheck> checks = health_checks_in(cache_, ns);
+  if (const api::HealthCheck* h = build::selecting_health_check(checks, ns_ref)) {
+    world.health = HealthPolicy{h->metadata.name, h->spec.remediation};
+  }
   if (adoption_in_force(ns_ref.metadata)) {
     const auto it = ns_ref.metadata.annotations.find(std::string(api::kAnnotationAdoptedRevision));
     world.adopted_revision = it == ns_ref.metadata.annotations.end() ? "" : it->second;

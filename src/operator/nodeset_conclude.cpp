@@ -136,6 +136,42 @@ void set_conditions(const NodeSetWorld& world, const Outcome& o, const std::stri
   }
 }
 
+// WorkersHealthy: what the HealthCheck the NodeSet follows found and what remediation does about
+// it. Gone when it follows none; as it was while Slurm cannot be asked.
+void set_workers_healthy(const NodeSetWorld& world, const NodeSetPlan& plan,
+                         const std::string& stamp, std::vector<api::Condition>& conditions) {
+  if (!world.health) {
+    std::erase_if(conditions, [](const api::Condition& c) { return c.type == "WorkersHealthy"; });
+    return;
+  }
+  if (!plan.health) {
+    return;
+  }
+  const auto& h = *plan.health;
+  const std::string budget = std::to_string(h.budget);
+  api::Condition c{"WorkersHealthy",
+                   "True",
+                   "ChecksPass",
+                   "no worker's report fails (HealthCheck " + world.health->name + ")",
+                   world.nodeset.metadata.generation,
+                   ""};
+  if (!h.waiting.empty()) {
+    c.status = "False";
+    c.reason = "BudgetExhausted";
+    c.message = join(h.waiting, ", ") +
+                " fail their checks and wait: " + std::to_string(h.remediating.size()) +
+                " of at most " + budget +
+                " nodes are in remediation (maxUnhealthy of HealthCheck " + world.health->name +
+                "): " + join(h.remediating, ", ");
+  } else if (!h.remediating.empty()) {
+    c.status = "False";
+    c.reason = "Remediating";
+    c.message = join(h.remediating, ", ") + " (HealthCheck " + world.health->name + ", at most " +
+                budget + " at once)";
+  }
+  set_condition(conditions, std::move(c), stamp);
+}
+
 // Ready and when to look again: the first cause that holds, in order of what a person must act on.
 void set_readiness(const NodeSetWorld& world, const NodeSetPlan& plan, const Outcome& o,
                    const std::vector<api::Condition>& conditions, NodeSetVerdict& out) {
@@ -246,6 +282,7 @@ NodeSetVerdict conclude(const NodeSetWorld& world, const NodeSetPlan& plan,
   if (plan.gpu_counts) {
     set_condition(out.conditions, *plan.gpu_counts, stamp);
   }
+  set_workers_healthy(world, plan, stamp, out.conditions);
   set_readiness(world, plan, o, out.conditions, out);
   return out;
 }

@@ -47,6 +47,10 @@ NodeSetMetrics::NodeSetMetrics(metrics::Registry& registry)
                                 "1 for the current status of each NodeSet condition, 0 for the "
                                 "other statuses.",
                                 {"namespace", "nodeset", "type", "status"})),
+      health_(registry.gauge("tightrope_nodeset_health_nodes",
+                             "The NodeSet's Slurm nodes in each step of health-check remediation "
+                             "(drained, replacing, verifying; waiting: failing over the budget).",
+                             {"namespace", "nodeset", "step"})),
       sync_(registry.histogram(
           "tightrope_nodeset_sync_seconds",
           "Seconds from the operator seeing a change that concerns a NodeSet (source slurm: its "
@@ -63,9 +67,17 @@ void NodeSetMetrics::seen(const std::string& ns, const std::string& nodeset,
 
 void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
                             const nlohmann::json& status,
-                            const std::vector<api::Condition>& conditions,
-                            Clock::time_point began) {
+                            const std::vector<api::Condition>& conditions, Clock::time_point began,
+                            const std::map<std::string, int64_t>* health_steps) {
   const Labels labels = of(ns, nodeset);
+  if (health_steps != nullptr) {
+    if (health_steps->empty()) {
+      health_.remove(labels);
+    }
+    for (const auto& [step, count] : *health_steps) {
+      health_.with(plus(labels, "step", step)).set(static_cast<double>(count));
+    }
+  }
   desired_.with(labels).set(number(status, "desired"));
   ready_.with(labels).set(number(status, "readyReplicas"));
   updated_.with(labels).set(number(status, "updatedReplicas"));
@@ -106,7 +118,8 @@ void NodeSetMetrics::report(const std::string& ns, const std::string& nodeset,
 
 void NodeSetMetrics::forget(const std::string& ns, const std::string& nodeset) {
   const Labels labels = of(ns, nodeset);
-  for (metrics::GaugeFamily* family : {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_}) {
+  for (metrics::GaugeFamily* family :
+       {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_, &health_}) {
     family->remove(labels);
   }
   sync_.remove(labels);
@@ -116,7 +129,8 @@ void NodeSetMetrics::forget(const std::string& ns, const std::string& nodeset) {
 }
 
 void NodeSetMetrics::forget_all() {
-  for (metrics::GaugeFamily* family : {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_}) {
+  for (metrics::GaugeFamily* family :
+       {&desired_, &ready_, &updated_, &slurm_nodes_, &condition_, &health_}) {
     family->remove({});
   }
   sync_.remove({});

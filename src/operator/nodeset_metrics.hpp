@@ -28,8 +28,12 @@ class NodeSetMetrics {
   // `status` as published (desired, readyReplicas, updatedReplicas, slurmIdle, ...) and every
   // condition, Ready included, by a reconcile that began at `began`: every change seen before
   // then is now acted on, and its wait is observed.
+  // `health_steps`: the NodeSet's nodes in each step of health-check remediation (drained,
+  // replacing, verifying, waiting); empty when it follows no HealthCheck, which drops them;
+  // nullptr while they are not known (Slurm cannot be asked), which keeps the last ones.
   void report(const std::string& ns, const std::string& nodeset, const nlohmann::json& status,
-              const std::vector<api::Condition>& conditions, Clock::time_point began);
+              const std::vector<api::Condition>& conditions, Clock::time_point began,
+              const std::map<std::string, int64_t>* health_steps = nullptr);
   void forget(const std::string& ns, const std::string& nodeset);
   // Every NodeSet's series: the operator stands by and another reports them.
   void forget_all();
@@ -44,6 +48,7 @@ class NodeSetMetrics {
   metrics::GaugeFamily& updated_;
   metrics::GaugeFamily& slurm_nodes_;
   metrics::GaugeFamily& condition_;
+  metrics::GaugeFamily& health_;
   metrics::HistogramFamily& sync_;
   std::mutex mu_;
   // The first change not yet acted on, by "namespace/nodeset" and source.

@@ -419,6 +419,9 @@ struct Planner {
   void read_pods();
   void replace_exited();
   void choose();
+  void remediate();
+  void record_on_node(const WorkerPod& w, const health::Report& report, const std::string& reason,
+                      bool replace);
   void keep_finalizers_and_reservation();
   void drain_and_delete();
   void create_missing();
@@ -452,8 +455,10 @@ struct Planner {
   std::map<std::string, std::string> eligible;  // DaemonSet mode: Node name -> hostname
   int64_t want = 0;
   std::map<std::string, std::string> condemned;  // pod -> why it goes
-  std::set<std::string> outdated_pods;           // ScheduledUpdate: waiting for the window
-  std::set<std::string> fresh_hostnames;         // of the pods this plan creates
+  // Pods that stay whose Slurm node a health check keeps drained: pod -> (reason, its event).
+  std::map<std::string, std::pair<std::string, NodeSetEvent>> health_drains;
+  std::set<std::string> outdated_pods;    // ScheduledUpdate: waiting for the window
+  std::set<std::string> fresh_hostnames;  // of the pods this plan creates
   int64_t slurm_idle = 0;
   int64_t slurm_allocated = 0;
   int64_t slurm_down = 0;
@@ -621,6 +626,104 @@ void Planner::choose() {
   condemned = std::move(victims.condemned);
   outdated_pods = std::move(victims.outdated);
   active = std::move(victims.order);
+}
+
+void Planner::remediate() {
+  // A pod whose own report fails is drained, within the budget; with replace, its pod goes once
+  // idle. A replacement stays drained until its own first report passes. Nothing begins or ends
+  // while Slurm cannot be asked: its nodes are unknown, and the plan fails closed.
+  if (!world.health || !slurm_ok) {
+    return;
+  }
+  const api::Remediation& r = world.health->remediation;
+  const bool replace = r.replace.value_or(true);
+  auto& outlook = plan.health.emplace();
+  outlook.budget = max_unavailable(r.max_unhealthy, want);
+  std::set<std::string> held;  // hostnames drained for a check: in remediation
+  for (const auto& w : pods) {
+    if (const slurm::Node* node = node_of(w); node != nullptr && health_drained(*node)) {
+      held.insert(w.hostname);
+    }
+  }
+  for (const auto& w : active) {
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr || w.kube_node.empty() || w.phase != "Running") {
+      continue;
+    }
+    const auto report = pod_report(*node, w.created);
+    if (report && !report->ok) {
+      const std::string reason = health_reason(*report);
+      if (held.count(w.hostname) == 0) {
+        // A check that fails everywhere stops here: at most the budget is ever drained by it.
+        if (static_cast<int64_t>(held.size()) >= outlook.budget) {
+          outlook.waiting.push_back(w.hostname + " (" + reason + ")");
+          ++outlook.steps["waiting"];
+          continue;
+        }
+        held.insert(w.hostname);
+      }
+      if (replace) {
+        condemned.try_emplace(w.name, reason);
+      } else {
+        health_drains[w.name] = {with_operator_prefix(reason),
+                                 {true, "HealthCheckFailed",
+                                  "Drained " + w.hostname + " (pod " + w.name + "): " + reason}};
+      }
+      const char* step = replace ? "replacing" : "drained";
+      ++outlook.steps[step];
+      outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
+      record_on_node(w, *report, reason, replace);
+    } else if (!report && health_drained(*node)) {
+      const std::string key = kube::object_key(ns, w.name);
+      health_drains[w.name] = {
+          with_operator_prefix(verifying_reason(key)),
+          {false, "HealthCheckVerifying",
+           "Keeping " + w.hostname + " drained until the checks of its new pod " + w.name +
+               " pass"}};
+      ++outlook.steps["verifying"];
+      outlook.remediating.push_back(w.hostname + " (verifying pod " + w.name + ")");
+    }
+  }
+}
+
+// The failure recorded on the pod's Node (once per pod), and the Node quarantined once it has
+// failed quarantineAfter times within the window: its pods' replacements land elsewhere.
+void Planner::record_on_node(const WorkerPod& w, const health::Report& report,
+                             const std::string& reason, bool replace) {
+  const auto found = world.kube_nodes.find(w.kube_node);
+  if (found == world.kube_nodes.end()) {
+    return;
+  }
+  const api::Remediation& r = world.health->remediation;
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  const NodeFailure failure{kube::object_key(ns, w.name), w.uid,
+                            report.failed.empty() ? "" : report.failed.front().check, report.at};
+  const auto record = record_failure(*found->second, failure, r, now_s);
+  if (!record) {
+    return;
+  }
+  std::vector<NodeSetEvent> events;
+  if (record->records) {
+    events.push_back(
+        {true, "HealthCheckFailed",
+         "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
+             " failed its checks (HealthCheck " + world.health->name + "): " + reason +
+             (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")});
+  }
+  if (record->quarantines) {
+    events.push_back({true, "NodeQuarantined",
+                      "Tainted Node " + w.kube_node + " " + std::string(api::kTaintUnhealthy) +
+                          ":NoSchedule: " + std::to_string(record->counted) +
+                          " failed checks within " + std::to_string(r.window_seconds) +
+                          " s (quarantineAfter " + std::to_string(r.quarantine_after) +
+                          "); new pods go elsewhere until an administrator removes the taint"});
+  }
+  add(PatchKubeNode{w.kube_node,
+                    record->quarantines ? "health failures and quarantine taint"
+                                        : "health failures",
+                    record->patch, false},
+      "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed", std::move(events));
 }
 
 void Planner::keep_finalizers_and_reservation() {
@@ -993,6 +1096,8 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     gpu_mismatches.push_back(gpus);
   }
   const bool gpu_drains = !gpus.empty();
+  const auto health = health_drains.find(w.name);
+  const bool health_drains_it = health != health_drains.end();
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
   // A drain asked for on the pod itself: kubectl slurm drain's reason, or a health check's
   // pod-cordon-requested ("true", or its reason). Each is kept by the operator like a cordon.
@@ -1008,7 +1113,8 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
   if (legacy) {
     mark_pod(w, {{api::kAnnotationPodOperatorCordon, "true"}});
   }
-  if ((cordoned || problem_drains || gpu_drains || requested || by_hand) && !admin) {
+  if ((cordoned || problem_drains || gpu_drains || health_drains_it || requested || by_hand) &&
+      !admin) {
     const bool named = kube_node != nullptr &&
                        !build::annotation(kube_node->doc, api::kAnnotationNodeCordonReason).empty();
     const std::string pod_words = w.hostname + " (pod " + w.name + ")";
@@ -1026,6 +1132,8 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
                                            : cordon_reason(kube_node->doc, key);
       event = {false, "NodeCordon",
                "Kubernetes node " + w.kube_node + " is cordoned: drained " + pod_words};
+    } else if (health_drains_it) {
+      std::tie(reason, event) = health->second;
     } else if (gpu_drains) {
       reason = with_operator_prefix("GPU count: " + gpus);
       event = {true, "GpuCountMismatch", gpus + ": drained " + pod_words};
@@ -1051,13 +1159,19 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
           "SlurmUpdateFailed", {event});
     }
     set_pod_cordon(w, true);
-  } else if (!cordoned && !problem_drains && !gpu_drains && !requested && !by_hand) {
+  } else if (!cordoned && !problem_drains && !gpu_drains && !health_drains_it && !requested &&
+             !by_hand) {
     if (node.drain() && operator_reason(node.reason)) {
+      const bool checked = health_drained(node);
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
-          {{false, "NodeUncordon",
-            "Undrained " + w.hostname + " (pod " + w.name +
-                "): the operator's drain no longer applies"}});
+          {checked ? NodeSetEvent{false, "HealthCheckPassed",
+                                  "Undrained " + w.hostname + " (pod " + w.name + "): " +
+                                      (world.health ? "its checks pass"
+                                                    : "its NodeSet follows no HealthCheck now")}
+                   : NodeSetEvent{false, "NodeUncordon",
+                                  "Undrained " + w.hostname + " (pod " + w.name +
+                                      "): the operator's drain no longer applies"}});
     } else if (stale_registration_drain(node)) {
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kSync,
           "SlurmUpdateFailed",
@@ -1391,6 +1505,7 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   p.read_pods();
   p.replace_exited();
   p.choose();
+  p.remediate();
   p.keep_finalizers_and_reservation();
   p.drain_and_delete();
   p.create_missing();

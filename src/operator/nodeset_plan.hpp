@@ -22,6 +22,7 @@
 #include "kube/object.hpp"
 #include "operator/cached_pod.hpp"
 #include "operator/confinement.hpp"
+#include "operator/remediation.hpp"
 #include "operator/runtime.hpp"
 #include "slurm/feed.hpp"
 #include "slurm/model.hpp"
@@ -285,6 +286,8 @@ struct NodeSetWorld {
   OperatorOptions::DrainMirror mirror_slurm_drains = OperatorOptions::DrainMirror::kNone;
   std::vector<std::string> propagated_node_conditions;  // OperatorOptions
   bool drain_on_node_conditions = false;                // OperatorOptions
+  // The HealthCheck the NodeSet follows (build::selecting_health_check); nullopt: none.
+  std::optional<HealthPolicy> health;
   slurm::Time now;
   // Set while the NodeSet is being deleted: its metadata.deletionTimestamp.
   std::optional<slurm::Time> deleting_since;
@@ -408,6 +411,16 @@ struct Action {
 // scale-in", "delete pod slurm/slinky-1 (uid ...): ...", for the debug log and failures.
 std::string to_string(const Change& change);
 
+// Where health-check remediation stands in a NodeSet (NodeSetPlan::health).
+struct HealthOutlook {
+  int64_t budget = 0;                    // maxUnhealthy of the NodeSet's pods
+  std::vector<std::string> remediating;  // "cpu-1 (replacing: healthcheck: gpus: ...)"
+  std::vector<std::string> waiting;      // failing, over the budget: "cpu-2 (healthcheck: ...)"
+  // Nodes by step: drained, replacing, verifying, waiting (every step present).
+  std::map<std::string, int64_t> steps{
+      {"drained", 0}, {"replacing", 0}, {"verifying", 0}, {"waiting", 0}};
+};
+
 struct NodeSetPlan {
   std::vector<Action> actions;
   // A spec problem or a missing Controller: nothing else is planned; Ready says why.
@@ -422,6 +435,9 @@ struct NodeSetPlan {
   std::optional<api::Condition> reservation;  // ReservationCreated; nullopt: removed
   // GpuCountsMatch for a NodeSet whose pods hold GPUs, while Slurm answers; nullopt: as it was.
   std::optional<api::Condition> gpu_counts;
+  // Health-check remediation, while the NodeSet follows a HealthCheck and Slurm answers
+  // (nullopt otherwise): WorkersHealthy says it.
+  std::optional<HealthOutlook> health;
   std::optional<slurm::Time> window_opens;   // the update waits for the maintenance window
   std::optional<slurm::Time> look_again_at;  // a pod may go then (kJobEndSaved), no event says so
   nlohmann::json status = nlohmann::json::object();

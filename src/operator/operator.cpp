@@ -5,6 +5,8 @@
 #include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "base/log.hpp"
+#include "operator/conditions.hpp"
+#include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 #include "operator/watches.hpp"
 
@@ -345,16 +347,31 @@ void Operator::wire_health_checks(const NamespaceInformers& in) {
     }
     return out;
   };
+  // Its status shows what the NodeSets' planners do: their WorkersHealthy.
   by_kind_.health_checks->watch_mapped<Document>(
       *in.nodeset_inf,
       [every_health_check](const Document& n) { return every_health_check(n.meta.namespace_name); },
-      spec_changed);
+      [](const Document& before, const Document& after) {
+        const auto healthy = [](const Document& d) {
+          const api::Condition* c = find_condition(conditions_of(d), "WorkersHealthy");
+          return c != nullptr ? std::make_optional(*c) : std::nullopt;
+        };
+        return spec_changed(before, after) || healthy(before) != healthy(after);
+      });
   by_kind_.health_checks->watch_mapped<MetaOnly>(*in.config_maps, [cache](const MetaOnly& cm) {
     std::vector<Request> out;
     for (const auto& h : health_checks_in(*cache, cm.meta.namespace_name)) {
       if (h.spec.passive.scripts && h.spec.passive.scripts->name == cm.meta.name) {
         out.push_back({cm.meta.namespace_name, h.metadata.name});
       }
+    }
+    return out;
+  });
+  // A NodeSet's planner remediates by the HealthCheck it follows (its budget, replace, quarantine).
+  by_kind_.nodesets->watch_mapped<Document>(*in.health_inf, [cache](const Document& h) {
+    std::vector<Request> out;
+    for (const auto& n : cache->list(resources::nodesets(), h.meta.namespace_name)) {
+      out.push_back({h.meta.namespace_name, n->meta.name});
     }
     return out;
   });

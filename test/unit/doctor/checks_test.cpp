@@ -369,5 +369,38 @@ TEST(Doctor, WarnsOfANodeWhoseOwnHealthChecksFailWithWhatTheyFound) {
   EXPECT_EQ(findings[0].evidence.front(), "gpus: 3 GPUs present, Slurm registered 4");
 }
 
+TEST(Doctor, SaysWhereRemediationStandsForAFailingNode) {
+  Fixture f;
+  f.worker("w-0");
+  f.slurm_node("w-0").extra =
+      R"({"tightrope.slurm.net/health":{"ok":false,"at":1,"failed":[{"check":"mounts",)"
+      R"("message":"/home is not mounted"}]}})";
+  auto findings = run(f.view, "health-check-failed");
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_NE(findings[0].evidence.back().find("not drained for it"), std::string::npos);
+  f.slurm_node("w-0").state = {"ALLOCATED", "DRAIN"};
+  f.slurm_node("w-0").reason =
+      "slurm-operator: Pod (slurm/w-0) is pending termination for healthcheck: mounts: x";
+  findings = run(f.view, "health-check-failed");
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_NE(findings[0].evidence.back().find("replaced once no job runs"), std::string::npos);
+}
+
+TEST(Doctor, NamesAQuarantinedNodeWithTheFailuresItKeeps) {
+  Fixture f;
+  f.view.kube_nodes.push_back(json::parse(R"({"metadata":{"name":"n1","annotations":{
+      "tightrope.slurm.net/health-failures":
+      "[{\"pod\":\"slurm/w-0\",\"uid\":\"u\",\"check\":\"gpus\",\"at\":1}]"}},
+      "spec":{"taints":[{"key":"tightrope.slurm.net/unhealthy","effect":"NoSchedule"}]}})"));
+  f.view.kube_nodes.push_back(json::parse(R"({"metadata":{"name":"n2"},"spec":{}})"));
+  const auto findings = run(f.view, "node-quarantined");
+  ASSERT_EQ(findings.size(), 1U);
+  EXPECT_EQ(findings[0].subject, "Node n1");
+  ASSERT_EQ(findings[0].evidence.size(), 1U);
+  EXPECT_EQ(findings[0].evidence[0].rfind("pod slurm/w-0 failed gpus", 0), 0U);
+  EXPECT_NE(findings[0].fix.find("kubectl taint node n1 tightrope.slurm.net/unhealthy-"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tightrope::doctor

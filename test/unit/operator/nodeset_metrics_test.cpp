@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace tightrope::op {
 namespace {
 
@@ -52,6 +54,20 @@ TEST(NodeSetMetrics, AConditionThatGoesTakesItsSeries) {
   m.report("slurm", "cpu", kStatus, {condition("Ready", "True")}, now());
   EXPECT_THAT(registry.render(), Not(HasSubstr("ReservationCreated")));
   EXPECT_THAT(registry.render(), HasSubstr("type=\"Ready\",status=\"True\"} 1\n"));
+}
+
+TEST(NodeSetMetrics, HealthStepsAreKeptWhileUnknownAndGoWithTheHealthCheck) {
+  metrics::Registry registry;
+  NodeSetMetrics m(registry);
+  const std::map<std::string, int64_t> steps{{"drained", 0}, {"replacing", 1}, {"waiting", 2}};
+  m.report("slurm", "gpu", kStatus, {condition("Ready", "True")}, now(), &steps);
+  EXPECT_THAT(registry.render(), HasSubstr("tightrope_nodeset_health_nodes{namespace=\"slurm\","
+                                           "nodeset=\"gpu\",step=\"waiting\"} 2\n"));
+  m.report("slurm", "gpu", kStatus, {condition("Ready", "False")}, now(), nullptr);
+  EXPECT_THAT(registry.render(), HasSubstr("step=\"replacing\"} 1\n")) << "Slurm away: kept";
+  const std::map<std::string, int64_t> none;
+  m.report("slurm", "gpu", kStatus, {condition("Ready", "True")}, now(), &none);
+  EXPECT_THAT(registry.render(), Not(HasSubstr("tightrope_nodeset_health_nodes{")));
 }
 
 TEST(NodeSetMetrics, AGoneNodeSetLeavesNoSeriesAndTheOthersStay) {

@@ -1,0 +1,197 @@
+#include "operator/remediation.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/well_known.hpp"
+#include "base/text.hpp"
+#include "kube/time.hpp"
+#include "operator/nodeset_plan.hpp"
+
+namespace tightrope::op {
+
+using nlohmann::json;
+
+std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created) {
+  auto report = health::read_report(node.extra);
+  const auto created = kube::parse_time(pod_created);
+  if (!report || !created) {
+    return std::nullopt;
+  }
+  const int64_t made =
+      std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count();
+  if (report->at < made) {
+    return std::nullopt;
+  }
+  return report;
+}
+
+namespace {
+
+// One line of a worker's words, for Slurm's reason: line breaks become spaces, other control
+// characters go.
+std::string one_line(std::string text, size_t limit) {
+  std::replace_if(
+      text.begin(), text.end(), [](char ch) { return ch == '\n' || ch == '\t'; }, ' ');
+  return without_controls(text, limit);
+}
+
+}  // namespace
+
+std::string health_reason(const health::Report& report) {
+  if (report.failed.empty()) {
+    return std::string(kHealthReason) + "failed";
+  }
+  const health::Finding& first = report.failed.front();
+  std::string out =
+      std::string(kHealthReason) + one_line(first.check, 64) + ": " + one_line(first.message, 200);
+  if (report.failed.size() > 1) {
+    out += " (and " + std::to_string(report.failed.size() - 1) + " more)";
+  }
+  return out;
+}
+
+std::string verifying_reason(const std::string& pod_key) {
+  return std::string(kHealthReason) + "awaiting the first checks of pod " + pod_key;
+}
+
+bool health_drained(const slurm::Node& node) {
+  return node.drain() && operator_reason(node.reason) &&
+         node.reason.find(kHealthReason) != std::string::npos;
+}
+
+std::string health_step(const std::string& reason) {
+  if (reason.find("is pending termination for") != std::string::npos) {
+    return "replacing";
+  }
+  if (reason.find(std::string(kHealthReason) + "awaiting") != std::string::npos) {
+    return "verifying";
+  }
+  return "drained";
+}
+
+std::vector<NodeFailure> node_failures(const json& kube_node) {
+  std::vector<NodeFailure> out;
+  const json annotations = kube_node.value("/metadata/annotations"_json_pointer, json::object());
+  const auto it = annotations.find(api::kAnnotationHealthFailures);
+  if (it == annotations.end() || !it->is_string()) {
+    return out;
+  }
+  const json list = json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array()) {
+    return out;
+  }
+  for (const auto& f : list) {
+    if (f.is_object() && f.contains("at") && f["at"].is_number_integer()) {
+      out.push_back(
+          {f.value("pod", ""), f.value("uid", ""), f.value("check", ""), f["at"].get<int64_t>()});
+    }
+  }
+  return out;
+}
+
+int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
+                        int64_t window_seconds) {
+  return std::count_if(failures.begin(), failures.end(),
+                       [&](const NodeFailure& f) { return f.at > now - window_seconds; });
+}
+
+bool quarantined(const json& kube_node) {
+  for (const auto& t : kube_node.value("/spec/taints"_json_pointer, json::array())) {
+    if (t.value("key", "") == api::kTaintUnhealthy) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
+                                         const NodeFailure& failure,
+                                         const api::Remediation& remediation, int64_t now) {
+  std::vector<NodeFailure> failures = node_failures(kube_node.doc);
+  NodeRecord out;
+  out.records = std::none_of(failures.begin(), failures.end(),
+                             [&](const NodeFailure& f) { return f.uid == failure.uid; });
+  if (out.records) {
+    failures.push_back(failure);
+    if (failures.size() > kNodeFailuresKept) {
+      failures.erase(failures.begin(),
+                     failures.begin() + static_cast<int64_t>(failures.size() - kNodeFailuresKept));
+    }
+  }
+  out.counted = failures_within(failures, now, remediation.window_seconds);
+  out.quarantines = out.counted >= remediation.quarantine_after && !quarantined(kube_node.doc);
+  if (!out.records && !out.quarantines) {
+    return std::nullopt;
+  }
+  out.patch = json::object();
+  out.patch["metadata"]["resourceVersion"] = kube_node.meta.resource_version;
+  if (out.records) {
+    json list = json::array();
+    for (const auto& f : failures) {
+      list.push_back({{"pod", f.pod}, {"uid", f.uid}, {"check", f.check}, {"at", f.at}});
+    }
+    out.patch["metadata"]["annotations"][api::kAnnotationHealthFailures] = list.dump();
+  }
+  if (out.quarantines) {
+    json taints = kube_node.doc.value("/spec/taints"_json_pointer, json::array());
+    taints.push_back({{"key", api::kTaintUnhealthy},
+                      {"value", failure.check},
+                      {"effect", "NoSchedule"},
+                      {"timeAdded", kube::format_time(slurm::Time(std::chrono::seconds(now)))}});
+    out.patch["spec"]["taints"] = taints;
+  }
+  return out;
+}
+
+std::optional<api::NodeRemediation> pod_remediation(const std::string& nodeset,
+                                                    const WorkerPod& w) {
+  const auto drain = w.slurm_conditions.find(std::string(kSlurmConditionPrefix) + "Drain");
+  if (drain == w.slurm_conditions.end()) {
+    return std::nullopt;
+  }
+  const auto& [reason, since] = drain->second;
+  const size_t at = reason.find(kHealthReason);
+  if (!operator_reason(reason) || at == std::string::npos) {
+    return std::nullopt;
+  }
+  api::NodeRemediation out;
+  out.node = w.hostname;
+  out.node_set = nodeset;
+  out.pod_uid = w.uid;
+  out.kube_node = w.kube_node;
+  out.since = since;
+  const std::string step = health_step(reason);
+  out.phase = step == "replacing" ? "Replacing" : (step == "verifying" ? "Verifying" : "Draining");
+  // "<check>: <message>" after the marker; a verification names no check.
+  const std::string found = reason.substr(at + kHealthReason.size());
+  if (step != "verifying") {
+    const size_t colon = found.find(": ");
+    out.check = found.substr(0, colon);
+    out.message = colon == std::string::npos ? "" : found.substr(colon + 2);
+  } else {
+    out.message = found;
+  }
+  return out;
+}
+
+std::optional<api::KubeNodeHealth> kube_node_health(
+    const json& kube_node, const std::function<bool(const std::string&)>& owns,
+    int64_t window_seconds, int64_t now) {
+  api::KubeNodeHealth out;
+  out.name = kube_node.value("/metadata/name"_json_pointer, "");
+  bool ours = false;
+  for (const auto& f : node_failures(kube_node)) {
+    if (f.at > now - window_seconds) {
+      ours = ours || owns(f.pod);
+      out.failures.push_back(kube::format_time(slurm::Time(std::chrono::seconds(f.at))));
+    }
+  }
+  if (!ours) {
+    return std::nullopt;
+  }
+  out.quarantined = quarantined(kube_node);
+  return out;
+}
+
+}  // namespace tightrope::op

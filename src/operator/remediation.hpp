@@ -1,0 +1,94 @@
+// The rules of health-check remediation (docs/health.md, "Remediation, step by step"): which
+// report speaks for a pod, the reasons its Slurm node is drained with, and the failures a
+// Kubernetes Node keeps until it is quarantined. Pure: the NodeSet's planner decides with them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/types.hpp"
+#include "health/checks.hpp"
+#include "kube/object.hpp"
+#include "slurm/model.hpp"
+
+namespace tightrope::op {
+
+struct WorkerPod;
+
+// Every reason of a drain for a health check carries this after the operator's prefix: a drain,
+// a replacement ("... is pending termination for healthcheck: ..."), a verification.
+inline constexpr std::string_view kHealthReason = "healthcheck: ";
+
+// The HealthCheck a NodeSet follows, as its planner needs it.
+struct HealthPolicy {
+  std::string name;
+  api::Remediation remediation;  // defaulted
+};
+
+// The report on a pod's Slurm node that speaks for the pod: one its own slurmd found, at or
+// after the pod was made (a replacement inherits its node's Extra until its first run writes).
+// nullopt: none yet.
+std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created);
+
+// "healthcheck: gpus: 3 GPUs present, Slurm registered 4 (and 1 more)", without the operator's
+// prefix: Slurm's reason, and the why of a replacement.
+std::string health_reason(const health::Report& report);
+// "healthcheck: awaiting the first checks of pod hpc/gpu-0": a replacement, drained until its
+// own report passes.
+std::string verifying_reason(const std::string& pod_key);
+// Drained by the operator for a health check, at any step.
+bool health_drained(const slurm::Node& node);
+// The step a node drained for a check is at: "replacing" (its pod goes once idle), "verifying"
+// (a new pod's first report is awaited) or "drained".
+std::string health_step(const std::string& reason);
+
+// A failure seen on a Kubernetes Node, as its kAnnotationHealthFailures keeps it.
+struct NodeFailure {
+  std::string pod;  // namespace/name
+  std::string uid;
+  std::string check;
+  int64_t at = 0;  // unix seconds: when the check failed
+  bool operator==(const NodeFailure&) const = default;
+};
+// How many failures a Node keeps, the newest: enough for any quarantineAfter a site sets.
+inline constexpr size_t kNodeFailuresKept = 16;
+
+// The failures a Node's annotation records; an unreadable annotation reads as none.
+std::vector<NodeFailure> node_failures(const nlohmann::json& kube_node);
+// How many of them count at `now`: within the window.
+int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
+                        int64_t window_seconds);
+// Whether the Node carries the quarantine taint.
+bool quarantined(const nlohmann::json& kube_node);
+
+// What a failing pod's Node is to get: its failure recorded (once per pod), and the quarantine
+// taint once quarantineAfter of them fall within the window. One merge patch, conditional on the
+// Node's resourceVersion (the taint list is replaced whole); nullopt when the Node has both.
+struct NodeRecord {
+  nlohmann::json patch;
+  bool records = false;      // the failure is new to the Node
+  bool quarantines = false;  // the taint is new
+  int64_t counted = 0;       // failures within the window, this one included
+};
+std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
+                                         const NodeFailure& failure,
+                                         const api::Remediation& remediation, int64_t now);
+
+// ---- What a HealthCheck's status shows
+
+// The status.remediations entry of a pod whose Slurm node a check keeps drained, from the
+// SlurmNodeStateDrain condition that mirrors Slurm's reason onto the pod; nullopt for any other.
+std::optional<api::NodeRemediation> pod_remediation(const std::string& nodeset, const WorkerPod& w);
+// The status.kubeNodes entry of a Node whose recorded failures within the window include one of
+// `pods` (namespace/name; `owns` says whether a pod key is one of the HealthCheck's); nullopt
+// when none does.
+std::optional<api::KubeNodeHealth> kube_node_health(
+    const nlohmann::json& kube_node, const std::function<bool(const std::string&)>& owns,
+    int64_t window_seconds, int64_t now);
+
+}  // namespace tightrope::op

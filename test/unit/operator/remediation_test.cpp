@@ -1,0 +1,318 @@
+// Health-check remediation (docs/health.md): the rules, then the NodeSet's plan step by step —
+// drain within the budget, replace once idle, quarantine a Node that keeps failing, verify the
+// replacement and undrain it — and what it never does (an administrator's drain, an outage).
+#include "operator/remediation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api/well_known.hpp"
+#include "kube/time.hpp"
+#include "nodeset_bed.hpp"
+#include "operator/conditions.hpp"
+#include "operator/nodeset_plan.hpp"
+
+namespace tightrope::op {
+namespace {
+
+using nlohmann::json;
+using testing::action_for;
+using testing::all_of;
+using testing::Bed;
+using testing::kNow;
+
+int64_t unix_of(const char* rfc3339) {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             kube::parse_time(rfc3339)->time_since_epoch())
+      .count();
+}
+
+std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
+                       const std::string& message = "3 GPUs present, Slurm registered 4") {
+  health::Report report{ok, at, {}};
+  if (!ok) {
+    report.failed.push_back({check, message});
+  }
+  return health::with_report(R"({"tightrope.slurm.net/host":{"cgroup":"v1"}})", report);
+}
+
+HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_after = 2) {
+  HealthPolicy p{"gpu", {}};
+  p.remediation.max_unhealthy = std::move(max_unhealthy);
+  p.remediation.replace = replace;
+  p.remediation.quarantine_after = quarantine_after;
+  p.remediation.window_seconds = 86400;
+  return p;
+}
+
+const int64_t kAfterPods = unix_of("2026-12-03T11:30:00Z");
+
+TEST(Remediation, OnlyAReportThePodsOwnSlurmdFoundSpeaksForIt) {
+  slurm::Node node;
+  node.extra = extra_with(false, unix_of("2026-12-03T09:00:00Z"));
+  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z")) << "the pod before it found that";
+  node.extra = extra_with(false, unix_of("2026-12-03T10:00:00Z"));
+  ASSERT_TRUE(pod_report(node, "2026-12-03T10:00:00Z"));
+  node.extra = R"({"tightrope.slurm.net/host":{}})";
+  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z")) << "no report yet";
+}
+
+TEST(Remediation, ReasonsNameTheFirstCheckAndCountTheRest) {
+  health::Report r{false, 1, {{"gpus", "3 GPUs present"}, {"mounts", "/home is not mounted"}}};
+  EXPECT_EQ(health_reason(r), "healthcheck: gpus: 3 GPUs present (and 1 more)");
+  r.failed = {{"script:fan", "fan 3\nstopped"}};
+  EXPECT_EQ(health_reason(r), "healthcheck: script:fan: fan 3 stopped");
+  EXPECT_EQ(health_step("slurm-operator: Pod (hpc/cpu-0) is pending termination for healthcheck: "
+                        "gpus: x"),
+            "replacing");
+  EXPECT_EQ(health_step("slurm-operator: " + verifying_reason("hpc/cpu-0")), "verifying");
+  EXPECT_EQ(health_step("slurm-operator: healthcheck: gpus: x"), "drained");
+}
+
+TEST(Remediation, ANodeKeepsEachPodsFailureOnceAndIsQuarantinedAtTheThreshold) {
+  kube::Document node;
+  node.meta.name = "k8s-1";
+  node.meta.resource_version = "41";
+  node.doc = {{"metadata", {{"name", "k8s-1"}}},
+              {"spec", {{"taints", json::array({{{"key", "other"}, {"effect", "NoExecute"}}})}}}};
+  api::Remediation r{1, true, 2, 3600};
+  const int64_t now = unix_of("2026-12-03T12:00:00Z");
+  auto first = record_failure(node, {"hpc/cpu-1", "u1", "gpus", now - 60}, r, now);
+  ASSERT_TRUE(first);
+  EXPECT_TRUE(first->records);
+  EXPECT_FALSE(first->quarantines);
+  EXPECT_EQ(first->patch["metadata"]["resourceVersion"], "41");
+  EXPECT_FALSE(first->patch.contains("spec"));
+  node.doc["metadata"]["annotations"] =
+      first->patch["metadata"]["annotations"];  // as the Node has it after the patch
+  EXPECT_FALSE(record_failure(node, {"hpc/cpu-1", "u1", "gpus", now - 30}, r, now))
+      << "the same pod counts once";
+
+  const auto second = record_failure(node, {"hpc/cpu-1", "u2", "gpus", now}, r, now);
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second->quarantines);
+  EXPECT_EQ(second->counted, 2);
+  const json& taints = second->patch["spec"]["taints"];
+  ASSERT_EQ(taints.size(), 2U) << "the Node's other taints stay";
+  EXPECT_EQ(taints[1]["key"], api::kTaintUnhealthy);
+  EXPECT_EQ(taints[1]["effect"], "NoSchedule");
+
+  // A failure outside the window does not count.
+  EXPECT_EQ(failures_within(node_failures(node.doc), now + 3600, 3600), 0);
+  node.doc["metadata"]["annotations"][api::kAnnotationHealthFailures] = "not json";
+  EXPECT_TRUE(node_failures(node.doc).empty());
+}
+
+TEST(Remediation, ANodeKeepsItsNewestFailuresOnly) {
+  kube::Document node;
+  node.doc = {{"metadata", {{"name", "k8s-1"}}}, {"spec", json::object()}};
+  api::Remediation r{1, true, 100, 86400};
+  for (int i = 0; i < 20; ++i) {
+    const auto rec =
+        record_failure(node, {"hpc/cpu-1", "u" + std::to_string(i), "gpus", 1000 + i}, r, 1100);
+    ASSERT_TRUE(rec);
+    node.doc["metadata"]["annotations"] = rec->patch["metadata"]["annotations"];
+  }
+  const auto kept = node_failures(node.doc);
+  ASSERT_EQ(kept.size(), kNodeFailuresKept);
+  EXPECT_EQ(kept.back().uid, "u19");
+  EXPECT_EQ(kept.front().uid, "u4");
+}
+
+// ---- The NodeSet's plan
+
+TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
+  Bed bed(2, 2);
+  bed.world.health = policy(false);
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(plan.actions.empty()) << to_string(plan.actions.front().change);
+  ASSERT_TRUE(plan.health);
+
+  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
+  plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].node, "cpu-1");
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: healthcheck: gpus: 3 GPUs present, Slurm registered 4");
+  const Action* drain = action_for(plan, "cpu-1");
+  ASSERT_NE(drain, nullptr);
+  EXPECT_EQ(drain->events.at(0).reason, "HealthCheckFailed");
+  // The failure is kept on the pod's Node, with its event.
+  const Action* recorded = action_for(plan, "node/k8s-1");
+  ASSERT_NE(recorded, nullptr);
+  const auto& patch = std::get<PatchKubeNode>(recorded->change);
+  const auto failures =
+      node_failures(json{{"metadata", {{"annotations", patch.patch["metadata"]["annotations"]}}}});
+  ASSERT_EQ(failures.size(), 1U);
+  EXPECT_EQ(failures[0].pod, "hpc/cpu-1");
+  EXPECT_EQ(failures[0].check, "gpus");
+  EXPECT_EQ(recorded->events.at(0).reason, "HealthCheckFailed");
+
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->status, "False");
+  EXPECT_EQ(c->reason, "Remediating");
+  EXPECT_EQ(c->message,
+            "cpu-1 (drained: healthcheck: gpus: 3 GPUs present, Slurm registered 4) "
+            "(HealthCheck gpu, at most 1 at once)");
+
+  // The fault clears (replace: false): the same pod's next report passes, the drain goes.
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = drains[0].reason;
+  bed.nodes["cpu-1"].extra = extra_with(true, kAfterPods + 60);
+  plan = bed.plan();
+  const auto undrains = all_of<UndrainSlurmNode>(plan);
+  ASSERT_EQ(undrains.size(), 1U);
+  EXPECT_EQ(action_for(plan, "cpu-1")->events.at(0).reason, "HealthCheckPassed");
+}
+
+TEST(RemediationPlan, AReportOfThePodBeforeSaysNothingOfThisOne) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  bed.nodes["cpu-0"].extra = extra_with(false, unix_of("2026-12-03T09:00:00Z"));
+  EXPECT_TRUE(bed.plan().actions.empty());
+}
+
+TEST(RemediationPlan, WithReplaceThePodGoesOnceItsJobHasEnded) {
+  Bed bed(2, 2);
+  bed.world.health = policy(true);
+  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
+  bed.nodes["cpu-1"].state = {"ALLOCATED"};
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: 3 GPUs "
+            "present, Slurm registered 4");
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+
+  // Drained, a job still runs: nothing more.
+  bed.nodes["cpu-1"].state = {"ALLOCATED", "DRAIN"};
+  bed.nodes["cpu-1"].reason = drains[0].reason;
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+
+  // The job has ended: the pod goes, and is made again under its name.
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  plan = bed.plan();
+  const auto deletes = all_of<DeletePod>(plan);
+  ASSERT_EQ(deletes.size(), 1U);
+  EXPECT_EQ(deletes[0].name, "cpu-1");
+}
+
+TEST(RemediationPlan, TheReplacementStaysDrainedUntilItsOwnChecksPass) {
+  Bed bed(2, 2);
+  bed.world.health = policy(true);
+  // cpu-1 is the new pod; its node keeps the drain and the report of the pod before.
+  bed.world.pods[1].uid = "uid-new";
+  bed.world.pods[1].created = "2026-12-03T11:50:00Z";
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason =
+      "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: x";
+  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
+  NodeSetPlan plan = bed.plan();
+  auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: healthcheck: awaiting the first checks of pod hpc/cpu-1");
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  EXPECT_EQ(plan.health->remediating, std::vector<std::string>{"cpu-1 (verifying pod cpu-1)"});
+
+  // Its first report passes: undrained.
+  bed.nodes["cpu-1"].reason = drains[0].reason;
+  bed.nodes["cpu-1"].extra = extra_with(true, unix_of("2026-12-03T11:51:00Z"));
+  plan = bed.plan();
+  ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  EXPECT_EQ(action_for(plan, "cpu-1")->events.at(0).reason, "HealthCheckPassed");
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy")->reason, "ChecksPass");
+}
+
+TEST(RemediationPlan, ACheckThatFailsEverywhereStopsAtTheBudget) {
+  Bed bed(4, 4);
+  bed.world.health = policy(false, "50%");
+  for (auto& [name, node] : bed.nodes) {
+    node.extra = extra_with(false, kAfterPods);
+  }
+  NodeSetPlan plan = bed.plan();
+  EXPECT_EQ(all_of<DrainSlurmNode>(plan).size(), 2U);
+  ASSERT_TRUE(plan.health);
+  EXPECT_EQ(plan.health->budget, 2);
+  EXPECT_EQ(plan.health->waiting.size(), 2U);
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->reason, "BudgetExhausted");
+  EXPECT_NE(c->message.find("2 of at most 2 nodes are in remediation"), std::string::npos)
+      << c->message;
+
+  // Drained ones count against the budget in the next plan too: no more drains.
+  for (const auto& d : all_of<DrainSlurmNode>(plan)) {
+    bed.nodes[d.node].state = {"IDLE", "DRAIN"};
+    bed.nodes[d.node].reason = d.reason;
+  }
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_EQ(plan.health->waiting.size(), 2U);
+}
+
+TEST(RemediationPlan, ASecondFailureOnANodeQuarantinesIt) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  node->meta.resource_version = "7";
+  node->doc["metadata"]["annotations"][api::kAnnotationHealthFailures] =
+      json::array({{{"pod", "hpc/cpu-0"},
+                    {"uid", "uid-before"},
+                    {"check", "gpus"},
+                    {"at", kAfterPods - 3600}}})
+          .dump();
+  bed.world.kube_nodes["k8s-0"] = node;
+  bed.nodes["cpu-0"].extra = extra_with(false, kAfterPods);
+  const NodeSetPlan plan = bed.plan();
+  const Action* patch = action_for(plan, "node/k8s-0");
+  ASSERT_NE(patch, nullptr);
+  const auto& change = std::get<PatchKubeNode>(patch->change);
+  EXPECT_EQ(change.patch["metadata"]["resourceVersion"], "7");
+  EXPECT_EQ(change.patch["spec"]["taints"][0]["key"], api::kTaintUnhealthy);
+  ASSERT_EQ(patch->events.size(), 2U);
+  EXPECT_EQ(patch->events[1].reason, "NodeQuarantined");
+}
+
+TEST(RemediationPlan, NothingBeginsWhileSlurmCannotBeAskedAndAnAdministratorsDrainStays) {
+  Bed bed(1, 1);
+  bed.world.health = policy(false);
+  bed.nodes["cpu-0"].extra = extra_with(false, kAfterPods);
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<PatchKubeNode>(plan).empty());
+  EXPECT_FALSE(plan.health);
+
+  bed.world.slurm.health = SlurmHealth::kSynced;
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "bad DIMM, ticket 4711";
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
+}
+
+TEST(RemediationPlan, ANodeSetThatFollowsNoHealthCheckLosesItsConditionAndItsChecksDrain) {
+  Bed bed(1, 1);
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason = "slurm-operator: healthcheck: gpus: x";
+  bed.world.conditions.push_back({"WorkersHealthy", "False", "Remediating", "", 3, ""});
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy"), nullptr);
+}
+
+}  // namespace
+}  // namespace tightrope::op
