@@ -9,6 +9,7 @@
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
+#include "operator/remediation.hpp"
 #include "slurm/hostlist.hpp"
 
 namespace tightrope::cli {
@@ -81,6 +82,24 @@ json slurm_node_json(const ClusterView& view, const slurm::Node& n) {
     out["gres"] = n.gres;
     out["gresUsed"] = n.gres_used;
   }
+  // Its own health checks (docs/health.md), and where remediation stands.
+  if (const auto report = health::read_report(n.extra)) {
+    json failed = json::array();
+    for (const auto& f : report->failed) {
+      failed.push_back(f.check + ": " + f.message);
+    }
+    json checks = {{"ok", report->ok},
+                   {"reported", time_text(Time(std::chrono::seconds(report->at)))},
+                   {"failed", failed}};
+    if (op::health_drained(n)) {
+      const std::string step = op::health_step(n.reason);
+      checks["remediation"] =
+          step == "replacing"   ? "drained; its pod is replaced once no job runs on it"
+          : step == "verifying" ? "drained until the new pod's first report passes"
+                                : "drained until its report passes";
+    }
+    out["healthChecks"] = checks;
+  }
   json jobs = json::array();
   for (const slurm::Job* j : view.jobs_on(n.name)) {
     jobs.push_back(job_json(*j));
@@ -102,6 +121,14 @@ json kube_node_json(const json& node) {
                      ":" + t.value("effect", ""));
   }
   out["taints"] = taints;
+  if (const auto failures = op::node_failures(node); !failures.empty()) {
+    json kept = json::array();
+    for (const auto& f : failures) {
+      kept.push_back("pod " + f.pod + " failed " + f.check + " at " +
+                     time_text(Time(std::chrono::seconds(f.at))));
+    }
+    out["healthFailures"] = kept;
+  }
   json conditions = json::array();
   for (const auto& c : node.value("/status/conditions"_json_pointer, json::array())) {
     // Only what is off: Ready not True, any other condition True.

@@ -66,6 +66,29 @@ TEST(Explain, AKubernetesNodeListsEverySlurmNodeOnIt) {
   EXPECT_EQ((*report)["pod"]["name"], "workers-w-1");
 }
 
+TEST(Explain, AWorkerShowsItsHealthChecksAndItsNodeTheFailuresItKeeps) {
+  Fixture f;
+  f.worker("w-0");
+  f.slurm_node("w-0").extra =
+      R"({"tightrope.slurm.net/health":{"ok":false,"at":1,"failed":[{"check":"gpus",)"
+      R"("message":"3 GPUs present, Slurm registered 4"}]}})";
+  f.slurm_node("w-0").state = {"ALLOCATED", "DRAIN"};
+  f.slurm_node("w-0").reason =
+      "slurm-operator: Pod (slurm/workers-w-0) is pending termination for healthcheck: gpus: x";
+  f.view.kube_nodes[0]["metadata"]["annotations"]["tightrope.slurm.net/health-failures"] =
+      R"([{"pod":"slurm/workers-w-0","uid":"u","check":"gpus","at":1}])";
+  auto report = explain(f.view, ExplainKind::kNode, "k8s-0");
+  ASSERT_TRUE(report) << report.error();
+  const json& checks = (*report)["workers"][0]["slurmNode"]["healthChecks"];
+  EXPECT_EQ(checks["ok"], false);
+  EXPECT_EQ(checks["failed"][0], "gpus: 3 GPUs present, Slurm registered 4");
+  EXPECT_EQ(checks["remediation"], "drained; its pod is replaced once no job runs on it");
+  ASSERT_EQ((*report)["kubeNode"]["healthFailures"].size(), 1U);
+  EXPECT_EQ((*report)["kubeNode"]["healthFailures"][0].get<std::string>().rfind(
+                "pod slurm/workers-w-0 failed gpus at ", 0),
+            0U);
+}
+
 TEST(Explain, AJobShowsItsReasonInWordsAndItsNodesPods) {
   Fixture f;
   f.worker("w-0");
