@@ -1,8 +1,9 @@
 """The fault campaign: on a bed of three Kubernetes Nodes with the operator and a Slurm cluster
 installed with Helm (the control plane on the first Node, 5-6 workers over all three), each run
 takes one random workload step on the worker NodeSet while real jobs run on every worker, injects
-one random fault at a random moment (a killed or cut-off component, or a whole Node losing power
-or its network), and then checks what the operator promises a site:
+one random fault at a random moment (a killed or cut-off component, a whole Node losing power
+or its network, or a worker whose health check starts failing), and then checks what the
+operator promises a site:
 
   no job ended by the operator   every job of the run ends COMPLETED, never requeued; a job on a
                                  Node that was lost ends COMPLETED after Slurm's requeue
@@ -42,7 +43,7 @@ h = None
 STEPS = ("scale_out", "scale_in", "rolling_update", "scheduled_update", "cordon", "nodeset_deletion")
 FAULTS = ("kill_operator", "kill_webhook", "kill_slurmctld", "kill_slurmrestd", "slurmrestd_away",
           "apiserver_restart", "etcd_compaction", "lease_stolen", "slurmrestd_dropped",
-          "node_power_loss", "node_cutoff")
+          "node_power_loss", "node_cutoff", "health_failing")
 # Faults of a whole Kubernetes Node (the bed's `node power-off`/`cut`): a worker Node, never the
 # one the cluster's control plane runs on (INFRA), for 60-120 s, longer than either side takes to
 # call it lost (SlurmdTimeout 30 s, the node lifecycle's 50 s).
@@ -54,6 +55,12 @@ MIN_WORKERS, MAX_WORKERS = 5, 6  # over three Nodes: several workers share each
 # Job states a run's jobs may pass through; any other end is a violation.
 LIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED"}
 NFT_TABLE = "tightrope_chaos"
+# health_failing: a site check (docs/health.md) that fails in a worker whose container holds the
+# marker. The remediation is the convergence: drained, its job ends, the pod replaced (the new
+# container has no marker), checked, undrained. A Node is never quarantined (quarantineAfter out
+# of reach): a campaign's repeated faults would taint every Node and leave no room.
+HEALTH_MARKER = "/run/chaos-fan-stopped"
+HEALTH_SCRIPT = f'#!/bin/sh\nif [ -e {HEALTH_MARKER} ]; then echo "fan 3 stopped"; exit 1; fi\n'
 
 
 def log(msg: str) -> None:
@@ -258,6 +265,16 @@ def inject(f: Fault, rng: random.Random) -> None:
         os.kill(bed_pid("kube-apiserver"), signal.SIGKILL)
         bed_up()
         f.detail = f"etcd compacted at revision {revision}, kube-apiserver started again"
+    elif f.kind == "health_failing":
+        candidates = sorted((p for p in h.workers() if "deletionTimestamp" not in p["metadata"] and
+                             h.pod_condition(p, "Ready") == "True"), key=lambda p: p["metadata"]["name"])
+        if not candidates:
+            raise AssertionError("no Ready worker to fail a check on")
+        victim = rng.choice(candidates)
+        f.pod = victim["metadata"]["name"]
+        f.hosts = {victim["spec"]["hostname"]}
+        h.kubectl("-n", h.NS, "exec", f.pod, "-c", "slurmd", "--", "touch", HEALTH_MARKER)
+        f.detail = f"the site's check fails on {f.pod} ({victim['spec']['hostname']})"
     elif f.kind == "lease_stolen":
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         h.kubectl("-n", h.OPERATOR_NS, "patch", "lease", "slurm-operator", "--type=merge", "-p", json.dumps(
@@ -603,18 +620,26 @@ def install(operator_replicas: int) -> None:
     selector = {"kubernetes.io/os": "linux", key: value}
     h.install_operator(f"replicas={operator_replicas}",
                        *[f"nodeSelector.{k.replace('.', chr(92) + '.')}={v}" for k, v in selector.items()])
-    if h.helm("status", h.RELEASE, "-n", h.NS, check=False).returncode == 0:
-        return
-    # The control plane on the first Node, MIN_WORKERS workers wherever they fit (several on a
-    # Node), Slurm's verdict on a silent node in SLURMD_TIMEOUT.
-    h.install_cluster("chaos", {
-        "controller": {"podSpec": {"nodeSelector": selector},
-                       "extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-                                    f"SlurmdTimeout={SLURMD_TIMEOUT}\n"},
-        "restapi": {"podSpec": {"nodeSelector": selector}},
-        "loginsets": {"slinky": {"podSpec": {"nodeSelector": selector}}},
-        "nodesets": {"slinky": {"replicas": MIN_WORKERS}},
-    })
+    if h.helm("status", h.RELEASE, "-n", h.NS, check=False).returncode != 0:
+        # The control plane on the first Node, MIN_WORKERS workers wherever they fit (several on
+        # a Node), Slurm's verdict on a silent node in SLURMD_TIMEOUT.
+        h.install_cluster("chaos", {
+            "controller": {"podSpec": {"nodeSelector": selector},
+                           "extraConf": "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+                                        f"SlurmdTimeout={SLURMD_TIMEOUT}\n"},
+            "restapi": {"podSpec": {"nodeSelector": selector}},
+            "loginsets": {"slinky": {"podSpec": {"nodeSelector": selector}}},
+            "nodesets": {"slinky": {"replicas": MIN_WORKERS}},
+        })
+    h.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "chaos-health", "namespace": h.NS},
+         "data": {"fans": HEALTH_SCRIPT}},
+        {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+         "metadata": {"name": "chaos", "namespace": h.NS},
+         "spec": {"nodeSetSelector": {},
+                  "passive": {"intervalSeconds": 10, "timeoutSeconds": 5,
+                              "scripts": {"configMapRef": {"name": "chaos-health"}}},
+                  "remediation": {"maxUnhealthy": 1, "replace": True, "quarantineAfter": 1000}}}]}))
 
 
 def jobs_slurmctld_forgot(fault: Fault) -> set[str]:

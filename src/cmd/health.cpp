@@ -314,10 +314,10 @@ int main() {
   std::ofstream(last_run) << verdict << "\n" << said;
   const int64_t unix_now =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  const auto report = tightrope::health::report_of(findings, unix_now);
+  const auto report = tightrope::health::report_of(findings, unix_now, config->source);
   const auto previous = tightrope::health::read_report(registered.extra);
   // A new container reports even an unchanged result: the operator waits for a report newer
-  // than the pod before it undrains the node.
+  // than the pod before it undrains the node. Another HealthCheck's checks (source) report too.
   if (!previous || !tightrope::health::same_result(*previous, report) || !fs::exists(written)) {
     const std::string extra = tightrope::health::with_report(registered.extra, report);
     const Outcome update =

@@ -78,6 +78,12 @@ Result<Config, std::string> parse_config(std::string_view text) {
   if (!strings("checks", &config.checks)) {
     return fail(std::string("checks: must be a list of strings"));
   }
+  if (const auto source = doc.find("source"); source != doc.end()) {
+    if (!source->is_string()) {
+      return fail(std::string("source: must be a string"));
+    }
+    config.source = source->get<std::string>();
+  }
   if (!strings("mounts", &config.mounts)) {
     return fail(std::string("mounts: must be a list of strings"));
   }
@@ -154,8 +160,8 @@ std::vector<Finding> judge(const Config& config, const Registered& registered,
   return out;
 }
 
-Report report_of(const std::vector<Finding>& findings, int64_t now) {
-  return {findings.empty(), now, findings};
+Report report_of(const std::vector<Finding>& findings, int64_t now, const std::string& source) {
+  return {findings.empty(), now, findings, source};
 }
 
 std::optional<Report> read_report(std::string_view extra) {
@@ -171,6 +177,7 @@ std::optional<Report> read_report(std::string_view extra) {
   Report out;
   out.ok = r.value("ok", false);
   out.at = r.contains("at") && r["at"].is_number_integer() ? r["at"].get<int64_t>() : 0;
+  out.source = r.value("source", "");
   if (const auto failed = r.find("failed"); failed != r.end() && failed->is_array()) {
     for (const auto& f : *failed) {
       if (f.is_object()) {
@@ -192,11 +199,14 @@ std::string with_report(std::string_view extra, const Report& report) {
     failed.push_back(finding_json(f));
   }
   doc[kExtraKey] = {{"ok", report.ok}, {"at", report.at}, {"failed", failed}};
+  if (!report.source.empty()) {
+    doc[kExtraKey]["source"] = report.source;
+  }
   return doc.dump(-1, ' ', /*ensure_ascii=*/true);
 }
 
 bool same_result(const Report& a, const Report& b) {
-  return a.ok == b.ok && a.failed == b.failed;
+  return a.ok == b.ok && a.failed == b.failed && a.source == b.source;
 }
 
 }  // namespace tightrope::health

@@ -24,6 +24,9 @@ struct Config {
   int64_t deadline_seconds = 50;
   std::vector<std::string> checks;  // of mounts, memory, cpus, gpus
   std::vector<std::string> mounts;
+  // The HealthCheck these checks come from (its uid): a report carries it, so that the operator
+  // acts only on what this HealthCheck's checks found, never on the report of one deleted since.
+  std::string source;
   bool operator==(const Config&) const = default;
 };
 Result<Config, std::string> parse_config(std::string_view text);
@@ -77,14 +80,15 @@ struct Report {
   bool ok = true;
   int64_t at = 0;  // unix seconds: when this container first found this result
   std::vector<Finding> failed;
+  std::string source;  // Config::source of the checks that found it
   bool operator==(const Report&) const = default;
 };
-Report report_of(const std::vector<Finding>& findings, int64_t now);
+Report report_of(const std::vector<Finding>& findings, int64_t now, const std::string& source);
 std::optional<Report> read_report(std::string_view extra);
 // `extra` with `report` under kExtraKey and every other key kept. An Extra that is not a JSON
 // object (a site's own text) is kept under "text", so nothing is lost.
 std::string with_report(std::string_view extra, const Report& report);
-// Same verdict and findings, whenever found.
+// Same verdict and findings of the same checks, whenever found.
 bool same_result(const Report& a, const Report& b);
 
 }  // namespace tightrope::health

@@ -420,8 +420,7 @@ struct Planner {
   void replace_exited();
   void choose();
   void remediate();
-  void record_on_node(const WorkerPod& w, const health::Report& report, const std::string& reason,
-                      bool replace);
+  void record_on_node(const WorkerPod& w, const health::Report& report);
   void keep_finalizers_and_reservation();
   void drain_and_delete();
   void create_missing();
@@ -457,6 +456,8 @@ struct Planner {
   std::map<std::string, std::string> condemned;  // pod -> why it goes
   // Pods that stay whose Slurm node a health check keeps drained: pod -> (reason, its event).
   std::map<std::string, std::pair<std::string, NodeSetEvent>> health_drains;
+  // Pods condemned for a failed check: the event their drain is recorded with.
+  std::map<std::string, NodeSetEvent> health_failed;
   std::set<std::string> outdated_pods;    // ScheduledUpdate: waiting for the window
   std::set<std::string> fresh_hostnames;  // of the pods this plan creates
   int64_t slurm_idle = 0;
@@ -650,7 +651,7 @@ void Planner::remediate() {
     if (node == nullptr || w.kube_node.empty() || w.phase != "Running") {
       continue;
     }
-    const auto report = pod_report(*node, w.created);
+    const auto report = pod_report(*node, w.created, *world.health);
     if (report && !report->ok) {
       const std::string reason = health_reason(*report);
       if (held.count(w.hostname) == 0) {
@@ -662,17 +663,21 @@ void Planner::remediate() {
         }
         held.insert(w.hostname);
       }
+      const NodeSetEvent failed{
+          true, "HealthCheckFailed",
+          "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
+              " failed its checks (HealthCheck " + world.health->name + "): " + reason +
+              (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")};
       if (replace) {
         condemned.try_emplace(w.name, reason);
+        health_failed.emplace(w.name, failed);
       } else {
-        health_drains[w.name] = {with_operator_prefix(reason),
-                                 {true, "HealthCheckFailed",
-                                  "Drained " + w.hostname + " (pod " + w.name + "): " + reason}};
+        health_drains[w.name] = {with_operator_prefix(reason), failed};
       }
       const char* step = replace ? "replacing" : "drained";
       ++outlook.steps[step];
       outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
-      record_on_node(w, *report, reason, replace);
+      record_on_node(w, *report);
     } else if (!report && health_drained(*node)) {
       const std::string key = kube::object_key(ns, w.name);
       health_drains[w.name] = {
@@ -688,8 +693,7 @@ void Planner::remediate() {
 
 // The failure recorded on the pod's Node (once per pod), and the Node quarantined once it has
 // failed quarantineAfter times within the window: its pods' replacements land elsewhere.
-void Planner::record_on_node(const WorkerPod& w, const health::Report& report,
-                             const std::string& reason, bool replace) {
+void Planner::record_on_node(const WorkerPod& w, const health::Report& report) {
   const auto found = world.kube_nodes.find(w.kube_node);
   if (found == world.kube_nodes.end()) {
     return;
@@ -704,13 +708,6 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report,
     return;
   }
   std::vector<NodeSetEvent> events;
-  if (record->records) {
-    events.push_back(
-        {true, "HealthCheckFailed",
-         "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
-             " failed its checks (HealthCheck " + world.health->name + "): " + reason +
-             (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")});
-  }
   if (record->quarantines) {
     events.push_back({true, "NodeQuarantined",
                       "Tainted Node " + w.kube_node + " " + std::string(api::kTaintUnhealthy) +
@@ -889,13 +886,16 @@ void Planner::drain_and_delete() {
       continue;
     }
     if (drain_needed(*node)) {
+      std::vector<NodeSetEvent> events;
+      if (const auto failed = health_failed.find(w.name); failed != health_failed.end()) {
+        events.push_back(failed->second);
+      }
+      events.push_back({false, "DrainingPod",
+                        "Draining Slurm node " + w.hostname + " of pod " + w.name +
+                            " before deleting it (" + why + ")"});
       add(DrainSlurmNode{w.hostname, condemned_reason(kube::object_key(ns, w.name), why),
                          node->reason},
-          w.name, FailureEffect::kDeletionBlocked, "SlurmUpdateFailed",
-          {{false, "DrainingPod",
-            "Draining Slurm node " + w.hostname + " of pod " + w.name + " before deleting it (" +
-                why + ")"}},
-          true);
+          w.name, FailureEffect::kDeletionBlocked, "SlurmUpdateFailed", std::move(events), true);
       set_pod_cordon(w, true);
       plan.draining.push_back(w.name);
       continue;

@@ -1,6 +1,7 @@
 #include "operator/remediation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include "api/well_known.hpp"
@@ -12,10 +13,11 @@ namespace tightrope::op {
 
 using nlohmann::json;
 
-std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created) {
+std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
+                                         const HealthPolicy& policy) {
   auto report = health::read_report(node.extra);
   const auto created = kube::parse_time(pod_created);
-  if (!report || !created) {
+  if (!report || !created || report->source != policy.uid) {
     return std::nullopt;
   }
   const int64_t made =
@@ -37,6 +39,25 @@ std::string one_line(std::string text, size_t limit) {
 }
 
 }  // namespace
+
+std::string taint_value(const std::string& check) {
+  std::string out;
+  for (const char ch : check) {
+    const bool plain =
+        std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' || ch == '_' || ch == '.';
+    out.push_back(plain ? ch : '-');
+  }
+  out.resize(std::min<size_t>(out.size(), 63));
+  // A label value starts and ends with a letter or digit.
+  const auto edge = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) == 0; };
+  while (!out.empty() && edge(out.back())) {
+    out.pop_back();
+  }
+  while (!out.empty() && edge(out.front())) {
+    out.erase(out.begin());
+  }
+  return out;
+}
 
 std::string health_reason(const health::Report& report) {
   if (report.failed.empty()) {
@@ -136,7 +157,7 @@ std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
   if (out.quarantines) {
     json taints = kube_node.doc.value("/spec/taints"_json_pointer, json::array());
     taints.push_back({{"key", api::kTaintUnhealthy},
-                      {"value", failure.check},
+                      {"value", taint_value(failure.check)},
                       {"effect", "NoSchedule"},
                       {"timeAdded", kube::format_time(slurm::Time(std::chrono::seconds(now)))}});
     out.patch["spec"]["taints"] = taints;

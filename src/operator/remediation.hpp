@@ -27,14 +27,19 @@ inline constexpr std::string_view kHealthReason = "healthcheck: ";
 // The HealthCheck a NodeSet follows, as its planner needs it.
 struct HealthPolicy {
   std::string name;
+  std::string uid;               // what its checks' reports carry as their source
   api::Remediation remediation;  // defaulted
 };
 
-// The report on a pod's Slurm node that speaks for the pod: one its own slurmd found, at or
-// after the pod was made (a replacement inherits its node's Extra until its first run writes).
+// The report on a pod's Slurm node that speaks for the pod: the policy's checks found it (its
+// source), in this pod, at or after the pod was made (a replacement inherits its node's Extra
+// until its first run writes; a HealthCheck made anew finds the report of the one before).
 // nullopt: none yet.
-std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created);
+std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
+                                         const HealthPolicy& policy);
 
+// The value of the quarantine taint for a check: a label value ("script:fans" -> "script-fans").
+std::string taint_value(const std::string& check);
 // "healthcheck: gpus: 3 GPUs present, Slurm registered 4 (and 1 more)", without the operator's
 // prefix: Slurm's reason, and the why of a replacement.
 std::string health_reason(const health::Report& report);

@@ -109,6 +109,21 @@ def node_states() -> dict[str, str]:
     return dict(line.split() for line in out.splitlines() if line.strip())
 
 
+def drain_reason(node: str) -> str:
+    """The Slurm node's reason, whole (sinfo cuts it)."""
+    return json.loads(slurm("scontrol", "show", "node", node, "--json"))["nodes"][0].get("reason", "")
+
+
+def health_report(node: str) -> dict:
+    """What tightrope-health last wrote into the node's Extra ({} before its first report)."""
+    nodes = json.loads(slurm("scontrol", "show", "node", node, "--json", check=False) or "{}").get("nodes") or [{}]
+    out = nodes[0].get("extra", "")
+    try:
+        return json.loads(out).get("tightrope.slurm.net/health", {})
+    except json.JSONDecodeError:
+        return {}
+
+
 def workers() -> list[dict]:
     return [p for p in get("pods").get("items", [])
             if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "slurmd"]

@@ -1,7 +1,8 @@
 """End to end on three Kubernetes Nodes (scripts/testbed up --with-nodes 3): what a single Node
 cannot show. Jobs across Nodes, a rolling update and a scale-in with a job on every Node,
 `kubectl drain` against a running job, a Node that loses power with a job on it, a Node cut off
-from the network and plugged back, DaemonSet mode and NVLink cliques made of real Nodes' labels.
+from the network and plugged back, a worker that fails its health checks healed on another Node,
+DaemonSet mode and NVLink cliques made of real Nodes' labels.
 
 The control plane of the cluster (the operator, its webhook, slurmctld, slurmrestd, the login
 pod) runs on the first Node, labelled as a site labels its service nodes; the workers may run
@@ -18,9 +19,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, bed_command, cluster_state, controllers_up, get, helm,
-                     install_cluster, install_operator, job_state, kubectl, node_states, placement, slurm,
-                     submit, wait_until, workers)
+from harness import (ENV, HOST, NODESET, NS, OPERATOR_NS, bed_command, cluster_state, controllers_up, drain_reason,
+                     get, health_report, helm, install_cluster, install_operator, job_state, kubectl, node_states,
+                     nodeset_condition, placement, slurm, submit, wait_until, workers)
 
 NODES = ENV["TESTBED_NODES"].split(",")
 INFRA_NODE = NODES[0]
@@ -238,6 +239,114 @@ def test_a_node_cut_off_and_plugged_back_leaves_one_slurm_node_and_one_slurmd_pe
     wait_until(f"job {survivor} to complete", lambda: job_state(survivor) == "COMPLETED", 240, cluster_state)
     wait_until(f"{node} Ready again", lambda: "Ready=True" in bed_command("node", "list").splitlines()[NODES.index(node)],
                120, cluster_state)
+
+
+HEALTH_CHECK = "healthcheck.tightrope.slurm.net"
+UNHEALTHY = "tightrope.slurm.net/unhealthy"
+
+
+def events(reason: str) -> list[str]:
+    out = kubectl("-n", NS, "get", "events", "--field-selector", f"reason={reason}", "-o", "json").stdout
+    return [e["message"] for e in json.loads(out)["items"]]
+
+
+def tainted(node: str) -> bool:
+    doc = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
+    return any(t["key"] == UNHEALTHY for t in doc.get("spec", {}).get("taints") or [])
+
+
+def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_checked_and_undrained():
+    """docs/health.md, remediation: a site check fails on one Node's worker while slurmrestd is
+    away (nothing happens until it is back), then the worker is drained with the check's words, its
+    job finishes, its Node is quarantined (quarantineAfter 1), the pod comes back on the free Node,
+    is checked there and undrained. Then a check broken everywhere stops at maxUnhealthy."""
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    other = next(h for h in where if h != host)
+    script = '#!/bin/sh\nif [ -e /run/fan-stopped ]; then echo "fan 3 stopped"; exit 1; fi\n'
+    scripts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site-health", "namespace": NS},
+               "data": {"fans": script}}
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "workers", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 10, "timeoutSeconds": 5,
+                                                          "scripts": {"configMapRef": {"name": "site-health"}}},
+                      "remediation": {"maxUnhealthy": 1, "replace": True, "quarantineAfter": 1}}}
+    restapi = get("restapis")["items"][0]["metadata"]["name"]
+    try:
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        wait_until("both workers' checks to pass", lambda: all(health_report(h).get("ok") for h in where) and
+                   nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True", 240, cluster_state,
+                   period=5)
+        (failing,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        job = submit("-w", host, "--time=5", "--wrap", "sleep 100")
+        wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+
+        # slurmrestd away: the failure reaches Slurm, but the operator cannot see it and acts on nothing.
+        kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":0}}')
+        try:
+            wait_until("the NodeSet to lose Slurm", lambda: nodeset_condition(NODESET, "SlurmReachable").get(
+                "status") == "False", 120, cluster_state)
+            kubectl("-n", NS, "exec", failing["metadata"]["name"], "-c", "slurmd", "--", "touch", "/run/fan-stopped")
+            wait_until(f"the failing check in {host}'s report", lambda: health_report(host).get("ok") is False, 60,
+                       cluster_state, period=3)
+            time.sleep(20)
+            assert node_states()[host] in ("alloc", "mix"), node_states()
+            assert not tainted(node)
+            assert failing["metadata"]["uid"] in {p["metadata"]["uid"] for p in workers()}
+        finally:
+            kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":1}}')
+
+        # Back: drained with the check's words; the job runs on; the Node is quarantined.
+        wait_until(f"{host} drained for its check", lambda: node_states().get(host) in ("drng", "drain"), 120,
+                   cluster_state, period=3)
+        reason = drain_reason(host)
+        assert reason.endswith("is pending termination for healthcheck: script:fans: fan 3 stopped"), reason
+        assert job_state(job) == "RUNNING"
+        wait_until(f"{node} quarantined", lambda: tainted(node), 60, cluster_state)
+        assert any(host in m and node in m for m in events("HealthCheckFailed")), events("HealthCheckFailed")
+        assert any(node in m for m in events("NodeQuarantined")), events("NodeQuarantined")
+        status = get(HEALTH_CHECK, "workers").get("status", {})
+        assert any(r["node"] == host and r["phase"] == "Replacing" for r in status.get("remediations", [])), status
+
+        # The job ends; the pod goes and comes back on the free Node, checked there, then undrained.
+        wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 150, cluster_state, period=5)
+        t0 = time.monotonic()
+        wait_until(f"{host} back on another Node", lambda: (w := placement()).get(host) not in (None, node) and
+                   failing["metadata"]["uid"] not in {p["metadata"]["uid"] for p in workers()}, 240,
+                   cluster_state, period=3)
+        wait_until(f"{host} undrained once its new pod's checks pass", lambda: node_states().get(host) == "idle" and
+                   health_report(host).get("ok"), 240, cluster_state, period=3)
+        print(f"health remediation: {host} back in service {time.monotonic() - t0:.0f} s after its job ended")
+        assert any(host in m for m in events("HealthCheckPassed")), events("HealthCheckPassed")
+        status = get(HEALTH_CHECK, "workers").get("status", {})
+        assert [k for k in status.get("kubeNodes", []) if k["name"] == node and k["quarantined"]], status
+        assert nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True"
+
+        # A check broken everywhere (drain only, so that nothing churns): one node drained, the other
+        # waits, and the NodeSet and the HealthCheck say why.
+        kubectl("-n", NS, "patch", HEALTH_CHECK, "workers", "--type=merge", "-p",
+                '{"spec":{"remediation":{"replace":false}}}')
+        scripts["data"]["fans"] = '#!/bin/sh\necho "the check itself is broken"; exit 1\n'
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
+        wait_until("the budget to stop the drains", lambda: nodeset_condition(NODESET, "WorkersHealthy").get(
+            "reason") == "BudgetExhausted", 180, cluster_state, period=5)
+        for _ in range(4):
+            drained = [h for h, s in node_states().items() if s in ("drng", "drain")]
+            assert len(drained) == 1, node_states()
+            time.sleep(5)
+        healthy = next(c for c in get(HEALTH_CHECK, "workers")["status"]["conditions"]
+                       if c["type"] == "WorkersHealthy")
+        assert healthy["reason"] == "BudgetExhausted", healthy
+    finally:
+        kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":1}}')
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "workers", "--ignore-not-found", check=False)
+        kubectl("-n", NS, "delete", "configmap", "site-health", "--ignore-not-found", check=False)
+        for n in NODES:  # the broken check's drain may have quarantined another
+            kubectl("taint", "node", n, f"{UNHEALTHY}-", check=False)
+            kubectl("annotate", "node", n, "tightrope.slurm.net/health-failures-", check=False)
+    # Without a HealthCheck the checks' drains go.
+    wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
 
 
 def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks():

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness import (ENV, NODESET, NS, OPERATOR_NS, RELEASE, REPO, VALUES, cluster_state, controllers_up, get, helm,
-                     install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states,
+                     drain_reason, health_report, install_operator, job_state, kubectl, leaked_secrets, login_pod, node_states,
                      nodeset_condition, privilege_findings, run, slurm, submit, wait_until, workers)
 
 if "LDAP_URL" not in ENV:
@@ -528,27 +528,20 @@ def test_jobs_get_autodetected_gpus_and_only_theirs_cpus_and_memory_by_default(t
         kubectl("label", "node", node, "nvidia.com/gpu.product-", check=False)
 
 
-def health_report(node: str) -> dict:
-    """What tightrope-health last wrote into the node's Extra ({} before its first report)."""
-    out = json.loads(slurm("scontrol", "show", "node", node, "--json"))["nodes"][0].get("extra", "")
-    try:
-        return json.loads(out).get("tightrope.slurm.net/health", {})
-    except json.JSONDecodeError:
-        return {}
-
-
 def test_a_health_check_runs_on_the_workers_and_their_findings_reach_slurm(tmp_path):
     """docs/health.md, passive checks: a HealthCheck makes slurm.conf run tightrope-health and
     gives the selected NodeSet's pods its checks (no pod rolls for it); each worker's verdict
-    arrives in its node's Extra, a site script's failure with its first line. Remediation (the
-    operator draining on it) is not built yet."""
+    arrives in its node's Extra, a site script's failure with its first line; the operator drains
+    the node for it and undrains it once the check passes again (replace: false; the three-Node
+    e2e shows the replacement)."""
     scripts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site-health", "namespace": NS},
                "data": {"fans": '#!/bin/sh\nif [ -e /run/fan-stopped ]; then echo "fan 3 stopped"; exit 1; fi\n'}}
     check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
              "metadata": {"name": "workers", "namespace": NS},
              "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 12, "timeoutSeconds": 5,
                                                           "mounts": ["/etc/slurm"],
-                                                          "scripts": {"configMapRef": {"name": "site-health"}}}}}
+                                                          "scripts": {"configMapRef": {"name": "site-health"}}},
+                      "remediation": {"replace": False}}}
     try:
         install_cluster(tmp_path, {"nodesets": {"slinky": {"replicas": 1}}})
         (before,) = workers()
@@ -584,8 +577,18 @@ def test_a_health_check_runs_on_the_workers_and_their_findings_reach_slurm(tmp_p
             (c for c in get("controller", RELEASE).get("status", {}).get("conditions", [])
              if c["type"] == "Healthy" and "health-check-failed: Slurm node slinky-0" in c.get("message", "")),
             None), 90, cluster_state)
+        # The operator drains it, naming the check, and says so on the NodeSet.
+        wait_until("slinky-0 drained for its check", lambda: node_states().get("slinky-0") in ("drain", "drng"), 60,
+                   cluster_state)
+        reason = drain_reason("slinky-0")
+        assert reason == "slurm-operator: healthcheck: script:fans: fan 3 stopped", reason
+        healthy = nodeset_condition(NODESET, "WorkersHealthy")
+        assert healthy["status"] == "False" and healthy["reason"] == "Remediating", healthy
         kubectl("-n", NS, "exec", after["metadata"]["name"], "-c", "slurmd", "--", "rm", "/run/fan-stopped")
         wait_until("slinky-0 healthy again", lambda: health_report("slinky-0").get("ok"), 60, cluster_state, period=3)
+        wait_until("slinky-0 undrained once its check passes", lambda: node_states().get("slinky-0") == "idle", 60,
+                   cluster_state)
+        assert workers()[0]["metadata"]["uid"] == before["metadata"]["uid"], "replace: false replaced the pod"
 
         # Without the HealthCheck its ConfigMap goes with it.
         kubectl("-n", NS, "delete", "healthcheck.tightrope.slurm.net", "workers", "--wait=true", timeout=60)

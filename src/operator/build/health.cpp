@@ -60,7 +60,8 @@ std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interv
               {"timeoutSeconds", p.timeout_seconds},
               {"deadlineSeconds", deadline},
               {"checks", p.checks},
-              {"mounts", p.mounts}};
+              {"mounts", p.mounts},
+              {"source", h.metadata.uid}};
   return doc.dump();
 }
 

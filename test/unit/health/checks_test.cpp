@@ -46,8 +46,9 @@ Readings healthy() {
 TEST(HealthConfig, ReadsWhatTheOperatorWritesAndRefusesWrongTypes) {
   const auto c = parse_config(
       R"({"intervalSeconds":120,"timeoutSeconds":10,"deadlineSeconds":40,"checks":["gpus"],)"
-      R"("mounts":["/home"]})");
+      R"("mounts":["/home"],"source":"hc-uid"})");
   ASSERT_TRUE(c);
+  EXPECT_EQ(c->source, "hc-uid");
   EXPECT_EQ(c->interval_seconds, 120);
   EXPECT_EQ(c->deadline_seconds, 40);
   EXPECT_EQ(c->timeout_seconds, 10);
@@ -57,6 +58,7 @@ TEST(HealthConfig, ReadsWhatTheOperatorWritesAndRefusesWrongTypes) {
   EXPECT_EQ(parse_config(R"({"intervalSeconds":"60"})").error(),
             "intervalSeconds: must be a positive integer");
   EXPECT_EQ(parse_config(R"({"mounts":"/home"})").error(), "mounts: must be a list of strings");
+  EXPECT_EQ(parse_config(R"({"source":1})").error(), "source: must be a string");
   EXPECT_EQ(parse_config("not json").error(), "not a JSON object");
 }
 
@@ -134,13 +136,15 @@ TEST(Judge, AScriptFailsWithItsFirstLineOrItsExitCodeOrItsTimeout) {
 }
 
 TEST(Report, GoesUnderItsKeyAndKeepsTheRestOfExtra) {
-  const Report report = report_of({{"gpus", "3 GPUs present, Slurm registered 4"}}, 1765076400);
+  const Report report =
+      report_of({{"gpus", "3 GPUs present, Slurm registered 4"}}, 1765076400, "hc-uid");
   EXPECT_FALSE(report.ok);
   const std::string host = R"({"tightrope.slurm.net/host":{"cgroup":"v1"}})";
   const std::string extra = with_report(host, report);
   const auto doc = nlohmann::json::parse(extra);
   EXPECT_EQ(doc["tightrope.slurm.net/host"]["cgroup"], "v1");
   EXPECT_EQ(doc["tightrope.slurm.net/health"]["ok"], false);
+  EXPECT_EQ(doc["tightrope.slurm.net/health"]["source"], "hc-uid");
   EXPECT_EQ(read_report(extra), report);
   // A site's own text is kept, not thrown away.
   EXPECT_EQ(nlohmann::json::parse(with_report("rack 4", report))["text"], "rack 4");
@@ -150,10 +154,11 @@ TEST(Report, GoesUnderItsKeyAndKeepsTheRestOfExtra) {
 }
 
 TEST(Report, TheSameResultFoundLaterIsTheSame) {
-  const Report a = report_of({{"gpus", "x"}}, 100);
-  EXPECT_TRUE(same_result(a, report_of({{"gpus", "x"}}, 200)));
-  EXPECT_FALSE(same_result(a, report_of({{"gpus", "y"}}, 100)));
-  EXPECT_FALSE(same_result(a, report_of({}, 100)));
+  const Report a = report_of({{"gpus", "x"}}, 100, "hc");
+  EXPECT_TRUE(same_result(a, report_of({{"gpus", "x"}}, 200, "hc")));
+  EXPECT_FALSE(same_result(a, report_of({{"gpus", "y"}}, 100, "hc")));
+  EXPECT_FALSE(same_result(a, report_of({}, 100, "hc")));
+  EXPECT_FALSE(same_result(a, report_of({{"gpus", "x"}}, 100, "another HealthCheck")));
 }
 
 }  // namespace

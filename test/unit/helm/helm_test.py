@@ -844,7 +844,7 @@ def check_operator_notes(failures):
 
 
 ALERTS = {"SlurmctldDown", "SlurmUnreachableFromOperator", "SlurmNodesNotResponding", "SlurmNodeDrainStuck",
-          "NodeSetScaleInBlocked", "SlurmRestErrors", "SlurmdbdBacklog", "SlurmOperatorNotLeading", "SlurmOperatorAbsent",
+          "NodeSetScaleInBlocked", "HealthCheckBudgetExhausted", "SlurmRestErrors", "SlurmdbdBacklog", "SlurmOperatorNotLeading", "SlurmOperatorAbsent",
           "SlurmOperatorReconcileErrors", "SlurmOperatorWebhookCertificateExpiring"}
 
 

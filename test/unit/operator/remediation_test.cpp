@@ -31,7 +31,7 @@ int64_t unix_of(const char* rfc3339) {
 
 std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
                        const std::string& message = "3 GPUs present, Slurm registered 4") {
-  health::Report report{ok, at, {}};
+  health::Report report{ok, at, {}, "hc-uid"};
   if (!ok) {
     report.failed.push_back({check, message});
   }
@@ -39,7 +39,7 @@ std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
 }
 
 HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_after = 2) {
-  HealthPolicy p{"gpu", {}};
+  HealthPolicy p{"gpu", "hc-uid", {}};
   p.remediation.max_unhealthy = std::move(max_unhealthy);
   p.remediation.replace = replace;
   p.remediation.quarantine_after = quarantine_after;
@@ -49,18 +49,30 @@ HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_aft
 
 const int64_t kAfterPods = unix_of("2026-12-03T11:30:00Z");
 
-TEST(Remediation, OnlyAReportThePodsOwnSlurmdFoundSpeaksForIt) {
+TEST(Remediation, OnlyAReportThePodsOwnSlurmdFoundWithTheseChecksSpeaksForIt) {
+  const HealthPolicy p = policy(true);
   slurm::Node node;
   node.extra = extra_with(false, unix_of("2026-12-03T09:00:00Z"));
-  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z")) << "the pod before it found that";
+  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z", p)) << "the pod before it found that";
   node.extra = extra_with(false, unix_of("2026-12-03T10:00:00Z"));
-  ASSERT_TRUE(pod_report(node, "2026-12-03T10:00:00Z"));
+  ASSERT_TRUE(pod_report(node, "2026-12-03T10:00:00Z", p));
+  HealthPolicy remade = p;
+  remade.uid = "hc-uid-2";
+  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z", remade))
+      << "the checks of a HealthCheck deleted since found that";
   node.extra = R"({"tightrope.slurm.net/host":{}})";
-  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z")) << "no report yet";
+  EXPECT_FALSE(pod_report(node, "2026-12-03T10:00:00Z", p)) << "no report yet";
+}
+
+TEST(Remediation, TheTaintNamesTheCheckAsALabelValue) {
+  EXPECT_EQ(taint_value("gpus"), "gpus");
+  EXPECT_EQ(taint_value("script:ib-ports"), "script-ib-ports");
+  EXPECT_EQ(taint_value("script:fan!"), "script-fan");
+  EXPECT_EQ(taint_value(std::string(100, 'a')).size(), 63U);
 }
 
 TEST(Remediation, ReasonsNameTheFirstCheckAndCountTheRest) {
-  health::Report r{false, 1, {{"gpus", "3 GPUs present"}, {"mounts", "/home is not mounted"}}};
+  health::Report r{false, 1, {{"gpus", "3 GPUs present"}, {"mounts", "/home is not mounted"}}, ""};
   EXPECT_EQ(health_reason(r), "healthcheck: gpus: 3 GPUs present (and 1 more)");
   r.failed = {{"script:fan", "fan 3\nstopped"}};
   EXPECT_EQ(health_reason(r), "healthcheck: script:fan: fan 3 stopped");
@@ -149,7 +161,6 @@ TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
   ASSERT_EQ(failures.size(), 1U);
   EXPECT_EQ(failures[0].pod, "hpc/cpu-1");
   EXPECT_EQ(failures[0].check, "gpus");
-  EXPECT_EQ(recorded->events.at(0).reason, "HealthCheckFailed");
 
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
   const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
@@ -189,6 +200,14 @@ TEST(RemediationPlan, WithReplaceThePodGoesOnceItsJobHasEnded) {
             "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: 3 GPUs "
             "present, Slurm registered 4");
   EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+  const Action* drain = action_for(plan, "cpu-1");
+  ASSERT_NE(drain, nullptr);
+  ASSERT_EQ(drain->events.size(), 2U);
+  EXPECT_EQ(drain->events[0].reason, "HealthCheckFailed");
+  EXPECT_EQ(drain->events[0].message,
+            "Slurm node cpu-1 of pod cpu-1 on Node k8s-1 failed its checks (HealthCheck gpu): "
+            "healthcheck: gpus: 3 GPUs present, Slurm registered 4; drained, its pod is replaced "
+            "once no job runs on it");
 
   // Drained, a job still runs: nothing more.
   bed.nodes["cpu-1"].state = {"ALLOCATED", "DRAIN"};
@@ -281,8 +300,9 @@ TEST(RemediationPlan, ASecondFailureOnANodeQuarantinesIt) {
   const auto& change = std::get<PatchKubeNode>(patch->change);
   EXPECT_EQ(change.patch["metadata"]["resourceVersion"], "7");
   EXPECT_EQ(change.patch["spec"]["taints"][0]["key"], api::kTaintUnhealthy);
-  ASSERT_EQ(patch->events.size(), 2U);
-  EXPECT_EQ(patch->events[1].reason, "NodeQuarantined");
+  ASSERT_EQ(patch->events.size(), 1U);
+  EXPECT_EQ(patch->events[0].reason, "NodeQuarantined");
+  EXPECT_EQ(change.patch["spec"]["taints"][0]["value"], "gpus");
 }
 
 TEST(RemediationPlan, NothingBeginsWhileSlurmCannotBeAskedAndAnAdministratorsDrainStays) {
