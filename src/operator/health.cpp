@@ -41,6 +41,7 @@ json remediation_status(const ResourceCache& cache, const api::HealthCheck& h,
   }
   std::vector<std::string> exhausted;
   std::vector<std::string> remediating;
+  std::vector<std::string> awaiting;
   bool seen = false;
   for (const api::NodeSet* n : followed) {
     for (const auto& p : cache.pods_by_index(cache_index::kOwner, n->metadata.uid)) {
@@ -52,6 +53,8 @@ json remediation_status(const ResourceCache& cache, const api::HealthCheck& h,
       seen = true;
       if (c->reason == "BudgetExhausted") {
         exhausted.push_back("NodeSet " + n->metadata.name + ": " + c->message);
+      } else if (c->reason == "AwaitingReports") {
+        awaiting.push_back(n->metadata.name);
       } else if (c->status != "True") {
         remediating.push_back("NodeSet " + n->metadata.name + ": " + c->message);
       }
@@ -85,6 +88,13 @@ json remediation_status(const ResourceCache& cache, const api::HealthCheck& h,
     } else if (!remediating.empty()) {
       c = {"WorkersHealthy",      "False", "Remediating", joined(remediating),
            h.metadata.generation, ""};
+    } else if (!awaiting.empty()) {
+      c = {"WorkersHealthy",
+           "Unknown",
+           "AwaitingReports",
+           "no worker of NodeSets " + joined(awaiting) + " has reported on these checks yet",
+           h.metadata.generation,
+           ""};
     }
     set_condition(conditions, std::move(c), kube::format_time(std::chrono::system_clock::now()));
   }

@@ -168,6 +168,15 @@ void set_workers_healthy(const NodeSetWorld& world, const NodeSetPlan& plan,
     c.reason = "Remediating";
     c.message = join(h.remediating, ", ") + " (HealthCheck " + world.health->name + ", at most " +
                 budget + " at once)";
+  } else if (h.running > 0 && h.unreported == h.running) {
+    // Checks just handed out (the kubelet brings them within about a minute), or not running.
+    c.status = "Unknown";
+    c.reason = "AwaitingReports";
+    c.message =
+        "no worker has reported on the checks of HealthCheck " + world.health->name + " yet";
+  } else if (h.unreported > 0) {
+    c.message += "; " + std::to_string(h.unreported) + " of " + std::to_string(h.running) +
+                 " workers have not reported yet";
   }
   set_condition(conditions, std::move(c), stamp);
 }

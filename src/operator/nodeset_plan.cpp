@@ -460,6 +460,7 @@ struct Planner {
   std::map<std::string, NodeSetEvent> health_failed;
   std::set<std::string> outdated_pods;    // ScheduledUpdate: waiting for the window
   std::set<std::string> fresh_hostnames;  // of the pods this plan creates
+  std::set<int64_t> replacing_ordinals;   // made again for a failed check (create_missing)
   int64_t slurm_idle = 0;
   int64_t slurm_allocated = 0;
   int64_t slurm_down = 0;
@@ -652,6 +653,8 @@ void Planner::remediate() {
       continue;
     }
     const auto report = pod_report(*node, w.created, *world.health);
+    ++outlook.running;
+    outlook.unreported += report ? 0 : 1;
     if (report && !report->ok) {
       const std::string reason = health_reason(*report);
       if (held.count(w.hostname) == 0) {
@@ -969,9 +972,33 @@ void Planner::create_missing() {
   for (const auto& name : world.expected.creations) {
     taken.insert(build::nodeset_pod_ordinal(n, name));
   }
-  for (int64_t ordinal = 0; missing > 0 && creates < kMaxCreatesPerReconcile; ++ordinal) {
-    if (taken.count(ordinal) != 0) {
-      continue;
+  // First the ordinals of pods replaced for a failed check: the replacement registers into the
+  // drained record, which holds it out of Slurm's hands until its own checks pass (remediate).
+  std::vector<int64_t> order;
+  if (!daemon) {
+    for (const auto& [name, node] : nodes) {
+      const json info = json::parse(node.comment, nullptr, false);
+      if (health_drained(node) && info.is_object() &&
+          info.value("nodeSetUID", "") == n.metadata.uid) {
+        const int64_t ordinal = build::nodeset_pod_ordinal(n, info.value("podName", ""));
+        if (ordinal >= 0 && taken.count(ordinal) == 0) {
+          order.push_back(ordinal);
+        }
+      }
+    }
+  }
+  const size_t replacements = order.size();
+  for (int64_t ordinal = 0; static_cast<int64_t>(order.size() - replacements) < missing;
+       ++ordinal) {
+    if (taken.count(ordinal) == 0 &&
+        std::find(order.begin(), order.end(), ordinal) == order.end()) {
+      order.push_back(ordinal);
+    }
+  }
+  for (size_t i = 0; i < order.size() && missing > 0 && creates < kMaxCreatesPerReconcile; ++i) {
+    const int64_t ordinal = order[i];
+    if (i < replacements) {
+      replacing_ordinals.insert(ordinal);
     }
     std::string pinned;
     if (n.spec.pin_to_node) {
@@ -1303,6 +1330,12 @@ void Planner::prune_slurm_records() {
       if (hostnames.count(name) != 0 || !info.is_object() ||
           info.value("nodeSetUID", "") != n.metadata.uid || node.busy() ||
           !(node.has("DOWN") || node.has("NOT_RESPONDING"))) {
+        continue;
+      }
+      // A pod replaced for a failed check comes back under its name (create_missing): its record
+      // keeps the drain until the new pod's own checks pass (remediate).
+      if (health_drained(node) &&
+          replacing_ordinals.count(build::nodeset_pod_ordinal(n, info.value("podName", ""))) != 0) {
         continue;
       }
       add(DeleteSlurmNode{name}, "slurm/" + name, FailureEffect::kSync, "SlurmUpdateFailed",

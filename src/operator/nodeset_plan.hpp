@@ -416,6 +416,8 @@ struct HealthOutlook {
   int64_t budget = 0;                    // maxUnhealthy of the NodeSet's pods
   std::vector<std::string> remediating;  // "cpu-1 (replacing: healthcheck: gpus: ...)"
   std::vector<std::string> waiting;      // failing, over the budget: "cpu-2 (healthcheck: ...)"
+  int64_t running = 0;     // pods whose slurmd runs and is registered: those that report
+  int64_t unreported = 0;  // of them, those without a report of these checks yet
   // Nodes by step: drained, replacing, verifying, waiting (every step present).
   std::map<std::string, int64_t> steps{
       {"drained", 0}, {"replacing", 0}, {"verifying", 0}, {"waiting", 0}};

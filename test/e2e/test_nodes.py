@@ -275,9 +275,10 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
     try:
         kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
         kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
-        wait_until("both workers' checks to pass", lambda: all(health_report(h).get("ok") for h in where) and
-                   nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True", 240, cluster_state,
-                   period=5)
+        uid = get(HEALTH_CHECK, "workers")["metadata"]["uid"]  # each report of its checks names it
+        wait_until("both workers' checks to pass", lambda: all(
+            health_report(h).get("ok") and health_report(h).get("source") == uid for h in where) and
+            nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True", 240, cluster_state, period=5)
         (failing,) = [p for p in workers() if p["spec"]["hostname"] == host]
         job = submit("-w", host, "--time=5", "--wrap", "sleep 100")
         wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)

@@ -141,6 +141,12 @@ TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
   NodeSetPlan plan = bed.plan();
   EXPECT_TRUE(plan.actions.empty()) << to_string(plan.actions.front().change);
   ASSERT_TRUE(plan.health);
+  NodeSetVerdict before = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  EXPECT_EQ(find_condition(before.conditions, "WorkersHealthy")->reason, "AwaitingReports");
+  bed.nodes["cpu-0"].extra = extra_with(true, kAfterPods);
+  before = conclude(bed.world, bed.plan(), {}, "2026-12-03T12:00:00Z");
+  EXPECT_EQ(find_condition(before.conditions, "WorkersHealthy")->message,
+            "no worker's report fails (HealthCheck gpu); 1 of 2 workers have not reported yet");
 
   bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
   plan = bed.plan();
@@ -251,6 +257,40 @@ TEST(RemediationPlan, TheReplacementStaysDrainedUntilItsOwnChecksPass) {
   EXPECT_EQ(action_for(plan, "cpu-1")->events.at(0).reason, "HealthCheckPassed");
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
   EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy")->reason, "ChecksPass");
+}
+
+TEST(RemediationPlan, TheRecordOfAReplacedPodStaysForItsReplacementsVerification) {
+  Bed bed(2, 1);
+  bed.world.health = policy(true);
+  bed.world.nodeset.spec.prune_slurm_node_records = "NodeNotFound";
+  slurm::Node gone;
+  gone.name = "cpu-1";
+  gone.state = {"DOWN", "DRAIN", "DYNAMIC_NORM"};
+  gone.reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: x";
+  gone.comment = build::pod_info(bed.world.nodeset, "cpu-1", "k8s-1").dump();
+  bed.nodes["cpu-1"] = gone;
+  // Its replacement is not made in this plan (it waits for something): the record stays anyway.
+  bed.world.pods_wait_for = Readiness{false, "WaitingForSshKeys", "x"};
+  EXPECT_TRUE(all_of<DeleteSlurmNode>(bed.plan()).empty());
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for update";
+  EXPECT_EQ(all_of<DeleteSlurmNode>(bed.plan()).size(), 1U) << "an update's record goes";
+  bed.nodes["cpu-1"].reason = gone.reason;
+  bed.world.nodeset.spec.replicas = 1;
+  EXPECT_EQ(all_of<DeleteSlurmNode>(bed.plan()).size(), 1U) << "no pod comes back: pruned";
+}
+
+TEST(RemediationPlan, TheReplacementTakesTheNameOfThePodItReplacesNotTheLowestFree) {
+  Bed bed(2, 3);  // cpu-0 went in a scale-in; cpu-2 was replaced for a failed check
+  bed.world.pods.erase(bed.world.pods.begin());
+  bed.nodes.erase("cpu-0");
+  bed.world.pods.pop_back();
+  bed.nodes["cpu-2"].state = {"DOWN", "DRAIN", "DYNAMIC_NORM"};
+  bed.nodes["cpu-2"].reason =
+      "slurm-operator: Pod (hpc/cpu-2) is pending termination for healthcheck: gpus: x";
+  bed.world.health = policy(true);
+  const auto creates = all_of<CreatePod>(bed.plan());
+  ASSERT_EQ(creates.size(), 1U);
+  EXPECT_EQ(creates[0].name, "cpu-2");
 }
 
 TEST(RemediationPlan, ACheckThatFailsEverywhereStopsAtTheBudget) {
