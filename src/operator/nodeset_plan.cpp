@@ -643,7 +643,8 @@ void Planner::remediate() {
   outlook.budget = max_unavailable(r.max_unhealthy, want);
   std::set<std::string> held;  // hostnames drained for a check: in remediation
   for (const auto& w : pods) {
-    if (const slurm::Node* node = node_of(w); node != nullptr && health_drained(*node)) {
+    if (const slurm::Node* node = node_of(w);
+        node != nullptr && awaits_verification(*node, &*world.health)) {
       held.insert(w.hostname);
     }
   }
@@ -681,7 +682,7 @@ void Planner::remediate() {
       ++outlook.steps[step];
       outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
       record_on_node(w, *report);
-    } else if (!report && health_drained(*node)) {
+    } else if (!report && awaits_verification(*node, &*world.health)) {
       const std::string key = kube::object_key(ns, w.name);
       health_drains[w.name] = {
           with_operator_prefix(verifying_reason(key)),
@@ -978,7 +979,7 @@ void Planner::create_missing() {
   if (!daemon) {
     for (const auto& [name, node] : nodes) {
       const json info = json::parse(node.comment, nullptr, false);
-      if (health_drained(node) && info.is_object() &&
+      if (awaits_verification(node, world.health ? &*world.health : nullptr) && info.is_object() &&
           info.value("nodeSetUID", "") == n.metadata.uid) {
         const int64_t ordinal = build::nodeset_pod_ordinal(n, info.value("podName", ""));
         if (ordinal >= 0 && taken.count(ordinal) == 0) {
@@ -1334,7 +1335,7 @@ void Planner::prune_slurm_records() {
       }
       // A pod replaced for a failed check comes back under its name (create_missing): its record
       // keeps the drain until the new pod's own checks pass (remediate).
-      if (health_drained(node) &&
+      if (awaits_verification(node, world.health ? &*world.health : nullptr) &&
           replacing_ordinals.count(build::nodeset_pod_ordinal(n, info.value("podName", ""))) != 0) {
         continue;
       }

@@ -81,6 +81,17 @@ bool health_drained(const slurm::Node& node) {
          node.reason.find(kHealthReason) != std::string::npos;
 }
 
+bool awaits_verification(const slurm::Node& node, const HealthPolicy* policy) {
+  if (health_drained(node)) {
+    return true;
+  }
+  if (policy == nullptr || !operator_reason(node.reason) || !(node.drain() || node.has("DOWN"))) {
+    return false;
+  }
+  const auto last = health::read_report(node.extra);
+  return last && !last->ok && last->source == policy->uid;
+}
+
 std::string health_step(const std::string& reason) {
   if (reason.find("is pending termination for") != std::string::npos) {
     return "replacing";

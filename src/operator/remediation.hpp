@@ -48,6 +48,10 @@ std::string health_reason(const health::Report& report);
 std::string verifying_reason(const std::string& pod_key);
 // Drained by the operator for a health check, at any step.
 bool health_drained(const slurm::Node& node);
+// A node whose pod went for a failed check and whose next pod must pass before it takes jobs:
+// drained for a check, or drained or down by the operator (the old pod's preStop writes its own
+// reason) with a failing report of the policy's checks.
+bool awaits_verification(const slurm::Node& node, const HealthPolicy* policy);
 // The step a node drained for a check is at: "replacing" (its pod goes once idle), "verifying"
 // (a new pod's first report is awaited) or "drained".
 std::string health_step(const std::string& reason);

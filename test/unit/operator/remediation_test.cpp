@@ -293,6 +293,23 @@ TEST(RemediationPlan, TheReplacementTakesTheNameOfThePodItReplacesNotTheLowestFr
   EXPECT_EQ(creates[0].name, "cpu-2");
 }
 
+TEST(RemediationPlan, TheOldPodsPreStopReasonDoesNotLetTheReplacementSkipItsChecks) {
+  Bed bed(2, 2);
+  bed.world.health = policy(true);
+  bed.world.pods[1].uid = "uid-new";
+  bed.world.pods[1].created = "2026-12-03T11:50:00Z";
+  bed.nodes["cpu-1"].state = {"DOWN", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod is terminating";
+  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);  // the old pod's
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: healthcheck: awaiting the first checks of pod hpc/cpu-1");
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(plan).empty());
+}
+
 TEST(RemediationPlan, ACheckThatFailsEverywhereStopsAtTheBudget) {
   Bed bed(4, 4);
   bed.world.health = policy(false, "50%");
