@@ -49,6 +49,23 @@ HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_aft
 
 const int64_t kAfterPods = unix_of("2026-12-03T11:30:00Z");
 
+// cpu-1 made again at 11:50: its Slurm node keeps `state`, `reason` and the failing report of
+// the pod before.
+void replace_cpu_1(Bed& bed, std::vector<std::string> state, const std::string& reason) {
+  bed.world.pods[1].uid = "uid-new";
+  bed.world.pods[1].created = "2026-12-03T11:50:00Z";
+  bed.nodes["cpu-1"].state = std::move(state);
+  bed.nodes["cpu-1"].reason = reason;
+  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
+}
+
+// The NodeSet's WorkersHealthy after `plan`.
+api::Condition workers_healthy(const Bed& bed, const NodeSetPlan& plan) {
+  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
+  const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
+  return c != nullptr ? *c : api::Condition{};
+}
+
 TEST(Remediation, OnlyAReportThePodsOwnSlurmdFoundWithTheseChecksSpeaksForIt) {
   const HealthPolicy p = policy(true);
   slurm::Node node;
@@ -141,11 +158,9 @@ TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
   NodeSetPlan plan = bed.plan();
   EXPECT_TRUE(plan.actions.empty()) << to_string(plan.actions.front().change);
   ASSERT_TRUE(plan.health);
-  NodeSetVerdict before = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
-  EXPECT_EQ(find_condition(before.conditions, "WorkersHealthy")->reason, "AwaitingReports");
+  EXPECT_EQ(workers_healthy(bed, plan).reason, "AwaitingReports");
   bed.nodes["cpu-0"].extra = extra_with(true, kAfterPods);
-  before = conclude(bed.world, bed.plan(), {}, "2026-12-03T12:00:00Z");
-  EXPECT_EQ(find_condition(before.conditions, "WorkersHealthy")->message,
+  EXPECT_EQ(workers_healthy(bed, bed.plan()).message,
             "no worker's report fails (HealthCheck gpu); 1 of 2 workers have not reported yet");
 
   bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
@@ -168,12 +183,10 @@ TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
   EXPECT_EQ(failures[0].pod, "hpc/cpu-1");
   EXPECT_EQ(failures[0].check, "gpus");
 
-  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
-  const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, "False");
-  EXPECT_EQ(c->reason, "Remediating");
-  EXPECT_EQ(c->message,
+  const api::Condition c = workers_healthy(bed, plan);
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "Remediating");
+  EXPECT_EQ(c.message,
             "cpu-1 (drained: healthcheck: gpus: 3 GPUs present, Slurm registered 4) "
             "(HealthCheck gpu, at most 1 at once)");
 
@@ -234,12 +247,8 @@ TEST(RemediationPlan, TheReplacementStaysDrainedUntilItsOwnChecksPass) {
   Bed bed(2, 2);
   bed.world.health = policy(true);
   // cpu-1 is the new pod; its node keeps the drain and the report of the pod before.
-  bed.world.pods[1].uid = "uid-new";
-  bed.world.pods[1].created = "2026-12-03T11:50:00Z";
-  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
-  bed.nodes["cpu-1"].reason =
-      "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: x";
-  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);
+  replace_cpu_1(bed, {"IDLE", "DRAIN"},
+                "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: gpus: x");
   NodeSetPlan plan = bed.plan();
   auto drains = all_of<DrainSlurmNode>(plan);
   ASSERT_EQ(drains.size(), 1U);
@@ -255,8 +264,7 @@ TEST(RemediationPlan, TheReplacementStaysDrainedUntilItsOwnChecksPass) {
   plan = bed.plan();
   ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
   EXPECT_EQ(action_for(plan, "cpu-1")->events.at(0).reason, "HealthCheckPassed");
-  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
-  EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy")->reason, "ChecksPass");
+  EXPECT_EQ(workers_healthy(bed, plan).reason, "ChecksPass");
 }
 
 TEST(RemediationPlan, TheRecordOfAReplacedPodStaysForItsReplacementsVerification) {
@@ -296,11 +304,7 @@ TEST(RemediationPlan, TheReplacementTakesTheNameOfThePodItReplacesNotTheLowestFr
 TEST(RemediationPlan, TheOldPodsPreStopReasonDoesNotLetTheReplacementSkipItsChecks) {
   Bed bed(2, 2);
   bed.world.health = policy(true);
-  bed.world.pods[1].uid = "uid-new";
-  bed.world.pods[1].created = "2026-12-03T11:50:00Z";
-  bed.nodes["cpu-1"].state = {"DOWN", "DRAIN"};
-  bed.nodes["cpu-1"].reason = "slurm-operator: Pod is terminating";
-  bed.nodes["cpu-1"].extra = extra_with(false, kAfterPods);  // the old pod's
+  replace_cpu_1(bed, {"DOWN", "DRAIN"}, "slurm-operator: Pod is terminating");
   const NodeSetPlan plan = bed.plan();
   const auto drains = all_of<DrainSlurmNode>(plan);
   ASSERT_EQ(drains.size(), 1U);
@@ -321,12 +325,10 @@ TEST(RemediationPlan, ACheckThatFailsEverywhereStopsAtTheBudget) {
   ASSERT_TRUE(plan.health);
   EXPECT_EQ(plan.health->budget, 2);
   EXPECT_EQ(plan.health->waiting.size(), 2U);
-  const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
-  const api::Condition* c = find_condition(verdict.conditions, "WorkersHealthy");
-  ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->reason, "BudgetExhausted");
-  EXPECT_NE(c->message.find("2 of at most 2 nodes are in remediation"), std::string::npos)
-      << c->message;
+  const api::Condition c = workers_healthy(bed, plan);
+  EXPECT_EQ(c.reason, "BudgetExhausted");
+  EXPECT_NE(c.message.find("2 of at most 2 nodes are in remediation"), std::string::npos)
+      << c.message;
 
   // Drained ones count against the budget in the next plan too: no more drains.
   for (const auto& d : all_of<DrainSlurmNode>(plan)) {
