@@ -95,6 +95,57 @@ PendingPods PodExpectations::pending(const std::string& nodeset,
   return out;
 }
 
+void DrainsInFlight::drained(const std::string& nodeset, const std::string& node,
+                             const std::string& reason, Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  by_nodeset_[nodeset][node] = {reason, now};
+}
+
+void DrainsInFlight::undone(const std::string& nodeset, const std::string& node) {
+  std::lock_guard lock(mu_);
+  if (const auto it = by_nodeset_.find(nodeset); it != by_nodeset_.end()) {
+    it->second.erase(node);
+  }
+}
+
+std::shared_ptr<const std::map<std::string, slurm::Node>> DrainsInFlight::overlay(
+    const std::string& nodeset, std::shared_ptr<const std::map<std::string, slurm::Node>> nodes,
+    Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  const auto entry = by_nodeset_.find(nodeset);
+  if (entry == by_nodeset_.end() || !nodes) {
+    return nodes;
+  }
+  std::shared_ptr<std::map<std::string, slurm::Node>> patched;
+  for (auto it = entry->second.begin(); it != entry->second.end();) {
+    const auto& [reason, at] = it->second;
+    const auto node = nodes->find(it->first);
+    if (now - at > kDrainSeenWithin || node == nodes->end() ||
+        (node->second.drain() && node->second.reason == reason)) {
+      it = entry->second.erase(it);
+      continue;
+    }
+    if (!patched) {
+      patched = std::make_shared<std::map<std::string, slurm::Node>>(*nodes);
+    }
+    slurm::Node& shown = (*patched)[it->first];
+    if (!shown.drain()) {
+      shown.state.emplace_back("DRAIN");
+    }
+    shown.reason = reason;
+    ++it;
+  }
+  if (entry->second.empty()) {
+    by_nodeset_.erase(entry);
+  }
+  return patched ? patched : nodes;
+}
+
+void DrainsInFlight::forget(const std::string& nodeset) {
+  std::lock_guard lock(mu_);
+  by_nodeset_.erase(nodeset);
+}
+
 void PodExpectations::forget(const std::string& nodeset) {
   std::lock_guard lock(mu_);
   by_nodeset_.erase(nodeset);
@@ -205,6 +256,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   const auto doc = cache_.get(type, key);
   if (!doc) {
     expectations_.forget(key);
+    drains_.forget(key);
     if (metrics_ != nullptr) {
       metrics_->forget(request.namespace_name, request.name);
     }
@@ -470,6 +522,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     return world;
   }
   slurm.snapshot = feed->snapshot();
+  slurm.snapshot.nodes =
+      drains_.overlay(key, std::move(slurm.snapshot.nodes), DrainsInFlight::Clock::now());
   if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
       std::find(world.finalizers.begin(), world.finalizers.end(),
                 api::kFinalizerNodeSetReservation) != world.finalizers.end()) {
@@ -687,7 +741,7 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
   };
   // The visitor outlives this call: slurm_write is copied into it, references stay references.
   return Overloaded{
-      [slurm_write, &key](const DrainSlurmNode& c) {
+      [this, slurm_write, &key](const DrainSlurmNode& c) {
         return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
           bool leave = false;
           if (auto error = read_before_drain(client, key, c.node, c.seen_reason, leave);
@@ -695,10 +749,14 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
             return error;
           }
           log::info("nodeset.draining", {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
-          return slurm_error(client.drain(c.node, c.reason));
+          auto error = slurm_error(client.drain(c.node, c.reason));
+          if (!error) {
+            drains_.drained(key, c.node, c.reason, DrainsInFlight::Clock::now());
+          }
+          return error;
         });
       },
-      [slurm_write, &key](const UndrainSlurmNode& c) {
+      [this, slurm_write, &key](const UndrainSlurmNode& c) {
         return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
           bool leave = false;
           if (auto error = read_before_drain(client, key, c.node, c.seen_reason, leave);
@@ -706,11 +764,13 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
             return error;
           }
           log::info("nodeset.undraining", {{"nodeset", key}, {"node", c.node}});
+          drains_.undone(key, c.node);
           return slurm_error(client.undrain(c.node));
         });
       },
-      [slurm_write](const ResumeSlurmNode& c) {
+      [this, slurm_write, &key](const ResumeSlurmNode& c) {
         return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          drains_.undone(key, c.node);
           auto resumed = client.resume(c.node);
           if (!resumed && resumed.error().kind == slurm::ErrorKind::kInvalid) {
             // Refused as a transition: a node neither DOWN nor drained has nothing to resume (a

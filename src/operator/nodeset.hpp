@@ -63,6 +63,33 @@ class PodExpectations {
   std::map<std::string, Entry> by_nodeset_;
 };
 
+// Drains the operator wrote that the change feed's snapshot may not show yet. A reconcile that
+// follows its own at once would take the node it just drained for a scale-in for one still
+// running and condemn a second; until the snapshot shows the drain (or kDrainSeenWithin has
+// passed), the reconcile sees it laid over the snapshot. Safe for concurrent reconciles.
+class DrainsInFlight {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::seconds kDrainSeenWithin{15};
+
+  void drained(const std::string& nodeset, const std::string& node, const std::string& reason,
+               Clock::time_point now);
+  // An undrain or a resume written since: the node's drain is no longer in flight.
+  void undone(const std::string& nodeset, const std::string& node);
+  // `nodes` with the drains of `nodeset` it does not show yet; `nodes` itself when it shows them
+  // all. Forgets what it shows and what has lapsed.
+  std::shared_ptr<const std::map<std::string, slurm::Node>> overlay(
+      const std::string& nodeset, std::shared_ptr<const std::map<std::string, slurm::Node>> nodes,
+      Clock::time_point now);
+  void forget(const std::string& nodeset);
+
+ private:
+  std::mutex mu_;
+  // nodeset -> Slurm node -> (reason, when written)
+  std::map<std::string, std::map<std::string, std::pair<std::string, Clock::time_point>>>
+      by_nodeset_;
+};
+
 // A reconcile in three stages: observe (the cache, the feed's Slurm snapshot, the
 // expectations) into a NodeSetWorld, plan_nodeset, then execute the plan's actions, record their
 // events, and publish status and conditions as conclude says.
@@ -79,6 +106,7 @@ class NodeSetReconciler : public ResourceReconciler {
  private:
   NodeSetMetrics* metrics_ = nullptr;
   PodExpectations expectations_;
+  DrainsInFlight drains_;
   // Slurm REST writes in flight at once, all NodeSets together.
   std::counting_semaphore<> slurm_writes_{4};
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);

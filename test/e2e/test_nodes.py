@@ -280,10 +280,9 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
             health_report(h).get("ok") and health_report(h).get("source") == uid for h in where) and
             nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True", 240, cluster_state, period=5)
         (failing,) = [p for p in workers() if p["spec"]["hostname"] == host]
-        job = submit("-w", host, "--time=5", "--wrap", "sleep 100")
-        wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
 
-        # slurmrestd away: the failure reaches Slurm, but the operator cannot see it and acts on nothing.
+        # slurmrestd away: the failure reaches Slurm, but the operator cannot see it and acts on
+        # nothing; a job still lands on the node.
         kubectl("-n", NS, "patch", "restapi", restapi, "--type=merge", "-p", '{"spec":{"replicas":0}}')
         try:
             wait_until("the NodeSet to lose Slurm", lambda: nodeset_condition(NODESET, "SlurmReachable").get(
@@ -291,7 +290,9 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
             kubectl("-n", NS, "exec", failing["metadata"]["name"], "-c", "slurmd", "--", "touch", "/run/fan-stopped")
             wait_until(f"the failing check in {host}'s report", lambda: health_report(host).get("ok") is False, 60,
                        cluster_state, period=3)
-            time.sleep(20)
+            job = submit("-w", host, "--time=3", "--wrap", "sleep 60")
+            wait_until(f"job {job} running", lambda: job_state(job) == "RUNNING", 60, cluster_state)
+            time.sleep(10)
             assert node_states()[host] in ("alloc", "mix"), node_states()
             assert not tainted(node)
             assert failing["metadata"]["uid"] in {p["metadata"]["uid"] for p in workers()}
@@ -332,10 +333,10 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
         kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
         wait_until("the budget to stop the drains", lambda: nodeset_condition(NODESET, "WorkersHealthy").get(
             "reason") == "BudgetExhausted", 180, cluster_state, period=5)
-        for _ in range(4):
+        for _ in range(3):
             drained = [h for h, s in node_states().items() if s in ("drng", "drain")]
             assert len(drained) == 1, node_states()
-            time.sleep(5)
+            time.sleep(4)
         healthy = next(c for c in get(HEALTH_CHECK, "workers")["status"]["conditions"]
                        if c["type"] == "WorkersHealthy")
         assert healthy["reason"] == "BudgetExhausted", healthy

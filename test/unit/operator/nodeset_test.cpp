@@ -577,6 +577,35 @@ TEST(ProgressMessage, SaysWhereTheNodeSetIsGoing) {
   EXPECT_EQ(progress_message(0, 0, 0, 0, 1, "r1"), "0 of 0 pods ready, 1 terminating");
 }
 
+TEST(DrainsInFlight, AScaleInsDrainIsSeenUntilTheSnapshotShowsIt) {
+  DrainsInFlight d;
+  const DrainsInFlight::Clock::time_point t0{};
+  slurm::Node idle;
+  idle.name = "cpu-1";
+  idle.state = {"ALLOCATED"};
+  auto nodes = std::make_shared<const std::map<std::string, slurm::Node>>(
+      std::map<std::string, slurm::Node>{{"cpu-1", idle}});
+  EXPECT_EQ(d.overlay("hpc/cpu", nodes, t0), nodes) << "nothing in flight: the snapshot as it is";
+  const std::string reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  d.drained("hpc/cpu", "cpu-1", reason, t0);
+  auto shown = d.overlay("hpc/cpu", nodes, t0 + std::chrono::seconds(1));
+  ASSERT_NE(shown, nodes);
+  EXPECT_TRUE(shown->at("cpu-1").drain());
+  EXPECT_EQ(shown->at("cpu-1").reason, reason);
+  EXPECT_FALSE(nodes->at("cpu-1").drain()) << "the feed's snapshot is shared, never written";
+  EXPECT_EQ(d.overlay("hpc/gpu", nodes, t0), nodes) << "per NodeSet";
+  // The snapshot shows it: forgotten.
+  auto drained = std::make_shared<const std::map<std::string, slurm::Node>>(*shown);
+  EXPECT_EQ(d.overlay("hpc/cpu", drained, t0 + std::chrono::seconds(2)), drained);
+  EXPECT_EQ(d.overlay("hpc/cpu", nodes, t0 + std::chrono::seconds(3)), nodes);
+  // One the snapshot never shows lapses; an undrain written since ends it at once.
+  d.drained("hpc/cpu", "cpu-1", reason, t0);
+  EXPECT_EQ(d.overlay("hpc/cpu", nodes, t0 + DrainsInFlight::kDrainSeenWithin * 2), nodes);
+  d.drained("hpc/cpu", "cpu-1", reason, t0);
+  d.undone("hpc/cpu", "cpu-1");
+  EXPECT_EQ(d.overlay("hpc/cpu", nodes, t0), nodes);
+}
+
 TEST(PodExpectations, ACreatedPodIsPendingUntilTheCacheShowsIt) {
   PodExpectations e(std::chrono::seconds(60));
   const PodExpectations::Clock::time_point t0{};
