@@ -108,37 +108,30 @@ void DrainsInFlight::undone(const std::string& nodeset, const std::string& node)
   }
 }
 
-std::shared_ptr<const std::map<std::string, slurm::Node>> DrainsInFlight::overlay(
-    const std::string& nodeset, std::shared_ptr<const std::map<std::string, slurm::Node>> nodes,
+std::map<std::string, std::string> DrainsInFlight::pending(
+    const std::string& nodeset, const std::map<std::string, slurm::Node>& nodes,
     Clock::time_point now) {
+  std::map<std::string, std::string> out;
   std::lock_guard lock(mu_);
   const auto entry = by_nodeset_.find(nodeset);
-  if (entry == by_nodeset_.end() || !nodes) {
-    return nodes;
+  if (entry == by_nodeset_.end()) {
+    return out;
   }
-  std::shared_ptr<std::map<std::string, slurm::Node>> patched;
   for (auto it = entry->second.begin(); it != entry->second.end();) {
     const auto& [reason, at] = it->second;
-    const auto node = nodes->find(it->first);
-    if (now - at > kDrainSeenWithin || node == nodes->end() ||
+    const auto node = nodes.find(it->first);
+    if (now - at > kDrainSeenWithin || node == nodes.end() ||
         (node->second.drain() && node->second.reason == reason)) {
       it = entry->second.erase(it);
-      continue;
+    } else {
+      out.emplace(it->first, reason);
+      ++it;
     }
-    if (!patched) {
-      patched = std::make_shared<std::map<std::string, slurm::Node>>(*nodes);
-    }
-    slurm::Node& shown = (*patched)[it->first];
-    if (!shown.drain()) {
-      shown.state.emplace_back("DRAIN");
-    }
-    shown.reason = reason;
-    ++it;
   }
   if (entry->second.empty()) {
     by_nodeset_.erase(entry);
   }
-  return patched ? patched : nodes;
+  return out;
 }
 
 void DrainsInFlight::forget(const std::string& nodeset) {
@@ -522,8 +515,10 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     return world;
   }
   slurm.snapshot = feed->snapshot();
-  slurm.snapshot.nodes =
-      drains_.overlay(key, std::move(slurm.snapshot.nodes), DrainsInFlight::Clock::now());
+  if (slurm.snapshot.nodes) {
+    slurm.drains_in_flight =
+        drains_.pending(key, *slurm.snapshot.nodes, DrainsInFlight::Clock::now());
+  }
   if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
       std::find(world.finalizers.begin(), world.finalizers.end(),
                 api::kFinalizerNodeSetReservation) != world.finalizers.end()) {

@@ -66,7 +66,9 @@ class PodExpectations {
 // Drains the operator wrote that the change feed's snapshot may not show yet. A reconcile that
 // follows its own at once would take the node it just drained for a scale-in for one still
 // running and condemn a second; until the snapshot shows the drain (or kDrainSeenWithin has
-// passed), the reconcile sees it laid over the snapshot. Safe for concurrent reconciles.
+// passed), the scale-in order counts it (SlurmView::drains_in_flight). Nothing else does: a
+// stale snapshot's IDLE with a fresh drain would read as drained and idle, and let a pod go.
+// Safe for concurrent reconciles.
 class DrainsInFlight {
  public:
   using Clock = std::chrono::steady_clock;
@@ -76,11 +78,11 @@ class DrainsInFlight {
                Clock::time_point now);
   // An undrain or a resume written since: the node's drain is no longer in flight.
   void undone(const std::string& nodeset, const std::string& node);
-  // `nodes` with the drains of `nodeset` it does not show yet; `nodes` itself when it shows them
-  // all. Forgets what it shows and what has lapsed.
-  std::shared_ptr<const std::map<std::string, slurm::Node>> overlay(
-      const std::string& nodeset, std::shared_ptr<const std::map<std::string, slurm::Node>> nodes,
-      Clock::time_point now);
+  // The drains of `nodeset` that `nodes` does not show yet: Slurm node -> reason. Forgets what
+  // it shows and what has lapsed.
+  std::map<std::string, std::string> pending(const std::string& nodeset,
+                                             const std::map<std::string, slurm::Node>& nodes,
+                                             Clock::time_point now);
   void forget(const std::string& nodeset);
 
  private:

@@ -624,7 +624,22 @@ void Planner::choose() {
   // Which pods go (choose_victims), in the order they go.
   want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
   plan.want = want;
-  Victims victims = choose_victims(n, std::move(active), nodes, want, revision, eligible);
+  // A victim drained a moment ago keeps its place though the snapshot does not show it yet.
+  std::map<std::string, slurm::Node> with_drains;
+  const std::map<std::string, slurm::Node>* ordered = &nodes;
+  if (!world.slurm.drains_in_flight.empty()) {
+    with_drains = nodes;
+    for (const auto& [name, reason] : world.slurm.drains_in_flight) {
+      if (const auto it = with_drains.find(name); it != with_drains.end()) {
+        if (!it->second.drain()) {
+          it->second.state.emplace_back("DRAIN");
+        }
+        it->second.reason = reason;
+      }
+    }
+    ordered = &with_drains;
+  }
+  Victims victims = choose_victims(n, std::move(active), *ordered, want, revision, eligible);
   condemned = std::move(victims.condemned);
   outdated_pods = std::move(victims.outdated);
   active = std::move(victims.order);

@@ -238,6 +238,9 @@ struct SlurmView {
   std::string problem;  // why it is not kSynced
   // One poll's nodes and jobs, shared with the feed (never copied); empty unless kSynced.
   slurm::SlurmSnapshot snapshot;
+  // Drains this operator wrote that the snapshot does not show yet (DrainsInFlight): Slurm node
+  // -> reason. Only the scale-in order counts them.
+  std::map<std::string, std::string> drains_in_flight;
   // ScheduledUpdate: the maintenance reservation as Slurm has it, read when the NodeSet holds
   // its reservation finalizer; nullopt when absent or not read.
   std::optional<slurm::Reservation> reservation;
