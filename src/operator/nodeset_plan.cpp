@@ -321,7 +321,8 @@ struct Planner {
         slurm_why(slurm_reason(w.slurm.health)),
         slurm_problem(w.slurm.problem),
         nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : no_nodes()),
-        gpu_limit(nodeset_gpu_limit(w.nodeset)) {}
+        gpu_limit(nodeset_gpu_limit(w.nodeset)),
+        health(w.health ? &*w.health : nullptr) {}
 
   void add(Change change, const std::string& chain, FailureEffect effect, const std::string& reason,
            std::vector<NodeSetEvent> events = {}, bool guards_rest = false) {
@@ -444,6 +445,7 @@ struct Planner {
   const std::string& slurm_problem;
   const std::map<std::string, slurm::Node>& nodes;
   const int64_t gpu_limit;                  // nvidia.com/gpu of each pod; 0: none
+  const HealthPolicy* const health;         // the HealthCheck followed; nullptr: none
   std::vector<std::string> gpu_mismatches;  // gpu_shortfall of each running pod that has one
 
   NodeSetPlan plan;
@@ -649,17 +651,17 @@ void Planner::remediate() {
   // A pod whose own report fails is drained, within the budget; with replace, its pod goes once
   // idle. A replacement stays drained until its own first report passes. Nothing begins or ends
   // while Slurm cannot be asked: its nodes are unknown, and the plan fails closed.
-  if (!world.health || !slurm_ok) {
+  if (health == nullptr || !slurm_ok) {
     return;
   }
-  const api::Remediation& r = world.health->remediation;
+  const api::Remediation& r = health->remediation;
   const bool replace = r.replace.value_or(true);
   auto& outlook = plan.health.emplace();
   outlook.budget = max_unavailable(r.max_unhealthy, want);
   std::set<std::string> held;  // hostnames drained for a check: in remediation
   for (const auto& w : pods) {
     if (const slurm::Node* node = node_of(w);
-        node != nullptr && awaits_verification(*node, &*world.health)) {
+        node != nullptr && awaits_verification(*node, health)) {
       held.insert(w.hostname);
     }
   }
@@ -668,7 +670,7 @@ void Planner::remediate() {
     if (node == nullptr || w.kube_node.empty() || w.phase != "Running") {
       continue;
     }
-    const auto report = pod_report(*node, w.created, *world.health);
+    const auto report = pod_report(*node, w.created, *health);
     ++outlook.running;
     outlook.unreported += report ? 0 : 1;
     if (report && !report->ok) {
@@ -685,7 +687,7 @@ void Planner::remediate() {
       const NodeSetEvent failed{
           true, "HealthCheckFailed",
           "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
-              " failed its checks (HealthCheck " + world.health->name + "): " + reason +
+              " failed its checks (HealthCheck " + health->name + "): " + reason +
               (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")};
       if (replace) {
         condemned.try_emplace(w.name, reason);
@@ -697,7 +699,7 @@ void Planner::remediate() {
       ++outlook.steps[step];
       outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
       record_on_node(w, *report);
-    } else if (!report && awaits_verification(*node, &*world.health)) {
+    } else if (!report && awaits_verification(*node, health)) {
       const std::string key = kube::object_key(ns, w.name);
       health_drains[w.name] = {
           with_operator_prefix(verifying_reason(key)),
@@ -717,7 +719,7 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report) {
   if (found == world.kube_nodes.end()) {
     return;
   }
-  const api::Remediation& r = world.health->remediation;
+  const api::Remediation& r = health->remediation;
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   const NodeFailure failure{kube::object_key(ns, w.name), w.uid,
@@ -990,16 +992,17 @@ void Planner::create_missing() {
   }
   // First the ordinals of pods replaced for a failed check: the replacement registers into the
   // drained record, which holds it out of Slurm's hands until its own checks pass (remediate).
+  // The cheap test first: this runs over every Slurm node of the cluster.
   std::vector<int64_t> order;
-  if (!daemon) {
-    for (const auto& [name, node] : nodes) {
-      const json info = json::parse(node.comment, nullptr, false);
-      if (awaits_verification(node, world.health ? &*world.health : nullptr) && info.is_object() &&
-          info.value("nodeSetUID", "") == n.metadata.uid) {
-        const int64_t ordinal = build::nodeset_pod_ordinal(n, info.value("podName", ""));
-        if (ordinal >= 0 && taken.count(ordinal) == 0) {
-          order.push_back(ordinal);
-        }
+  for (const auto& [name, node] : nodes) {
+    if (daemon || missing <= 0 || !awaits_verification(node, health)) {
+      continue;
+    }
+    const json info = json::parse(node.comment, nullptr, false);
+    if (info.is_object() && info.value("nodeSetUID", "") == n.metadata.uid) {
+      const int64_t ordinal = build::nodeset_pod_ordinal(n, info.value("podName", ""));
+      if (ordinal >= 0 && taken.count(ordinal) == 0) {
+        order.push_back(ordinal);
       }
     }
   }
@@ -1139,8 +1142,8 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     gpu_mismatches.push_back(gpus);
   }
   const bool gpu_drains = !gpus.empty();
-  const auto health = health_drains.find(w.name);
-  const bool health_drains_it = health != health_drains.end();
+  const auto checked_drain = health_drains.find(w.name);
+  const bool health_drains_it = checked_drain != health_drains.end();
   const bool admin = !node.reason.empty() && !operator_reason(node.reason);
   // A drain asked for on the pod itself: kubectl slurm drain's reason, or a health check's
   // pod-cordon-requested ("true", or its reason). Each is kept by the operator like a cordon.
@@ -1176,7 +1179,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       event = {false, "NodeCordon",
                "Kubernetes node " + w.kube_node + " is cordoned: drained " + pod_words};
     } else if (health_drains_it) {
-      std::tie(reason, event) = health->second;
+      std::tie(reason, event) = checked_drain->second;
     } else if (gpu_drains) {
       reason = with_operator_prefix("GPU count: " + gpus);
       event = {true, "GpuCountMismatch", gpus + ": drained " + pod_words};
@@ -1208,13 +1211,14 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
       const bool checked = health_drained(node);
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
-          {checked ? NodeSetEvent{false, "HealthCheckPassed",
-                                  "Undrained " + w.hostname + " (pod " + w.name + "): " +
-                                      (world.health ? "its checks pass"
-                                                    : "its NodeSet follows no HealthCheck now")}
-                   : NodeSetEvent{false, "NodeUncordon",
-                                  "Undrained " + w.hostname + " (pod " + w.name +
-                                      "): the operator's drain no longer applies"}});
+          {checked
+               ? NodeSetEvent{false, "HealthCheckPassed",
+                              "Undrained " + w.hostname + " (pod " + w.name + "): " +
+                                  (health != nullptr ? "its checks pass"
+                                                     : "its NodeSet follows no HealthCheck now")}
+               : NodeSetEvent{false, "NodeUncordon",
+                              "Undrained " + w.hostname + " (pod " + w.name +
+                                  "): the operator's drain no longer applies"}});
     } else if (stale_registration_drain(node)) {
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kSync,
           "SlurmUpdateFailed",
@@ -1350,7 +1354,7 @@ void Planner::prune_slurm_records() {
       }
       // A pod replaced for a failed check comes back under its name (create_missing): its record
       // keeps the drain until the new pod's own checks pass (remediate).
-      if (awaits_verification(node, world.health ? &*world.health : nullptr) &&
+      if (awaits_verification(node, health) &&
           replacing_ordinals.count(build::nodeset_pod_ordinal(n, info.value("podName", ""))) != 0) {
         continue;
       }
