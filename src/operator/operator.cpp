@@ -151,6 +151,19 @@ void Operator::wire_nodes() {
     }
     return out;
   });
+  // A HealthCheck's status.kubeNodes shows the failures kept on Nodes and their quarantine.
+  by_kind_.health_checks->watch_mapped<Document>(
+      kube_nodes,
+      [cache](const Document&) {
+        std::vector<Request> out;
+        if (cache->caches(resources::health_checks())) {
+          for (const auto& h : cache->list_all(resources::health_checks())) {
+            out.push_back({h->meta.namespace_name, h->meta.name});
+          }
+        }
+        return out;
+      },
+      node_health_changed);
   // A clique appearing, going or changing size rewrites every cluster's topology.yaml; other
   // Node changes (heartbeats, most of them) concern no Controller.
   kube::Controller* const controllers = by_kind_.controllers;
@@ -358,6 +371,15 @@ void Operator::wire_health_checks(const NamespaceInformers& in) {
         };
         return spec_changed(before, after) || healthy(before) != healthy(after);
       });
+  // ... and status.remediations, which the pods' drain conditions show a moment after the
+  // planner acted: WorkersHealthy alone would leave it behind (so does status.kubeNodes, whose
+  // Nodes wire_nodes watches).
+  by_kind_.health_checks->watch_mapped<CachedPod>(
+      *in.worker_pods,
+      [every_health_check](const CachedPod& p) {
+        return every_health_check(p.meta.namespace_name);
+      },
+      pod_drain_changed);
   by_kind_.health_checks->watch_mapped<MetaOnly>(*in.config_maps, [cache](const MetaOnly& cm) {
     std::vector<Request> out;
     for (const auto& h : health_checks_in(*cache, cm.meta.namespace_name)) {

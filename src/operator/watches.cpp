@@ -1,6 +1,9 @@
 #include "operator/watches.hpp"
 
+#include <optional>
+
 #include "api/well_known.hpp"
+#include "operator/nodeset_plan.hpp"
 #include "operator/resources.hpp"
 
 namespace tightrope::op {
@@ -95,6 +98,36 @@ std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache,
 std::string gpu_clique(const kube::Document& node) {
   return node.doc.value("/metadata/labels"_json_pointer, json::object())
       .value(std::string(api::kLabelGpuClique), std::string());
+}
+
+bool pod_drain_changed(const CachedPod& before, const CachedPod& after) {
+  const auto drain = [](const CachedPod& p) -> std::optional<CachedPod::Condition> {
+    for (const auto& c : p.conditions) {
+      if (c.type == std::string(kSlurmConditionPrefix) + "Drain") {
+        return c;
+      }
+    }
+    return std::nullopt;
+  };
+  const auto a = drain(before);
+  const auto b = drain(after);
+  return a.has_value() != b.has_value() ||
+         (a && (a->status != b->status || a->reason != b->reason || a->message != b->message));
+}
+
+bool node_health_changed(const kube::Document& before, const kube::Document& after) {
+  const auto shown = [](const kube::Document& node) {
+    json taint;
+    for (const auto& t : node.doc.value("/spec/taints"_json_pointer, json::array())) {
+      if (t.value("key", "") == api::kTaintUnhealthy) {
+        taint = t;
+      }
+    }
+    return std::make_pair(node.doc.value("/metadata/annotations"_json_pointer, json::object())
+                              .value(std::string(api::kAnnotationHealthFailures), std::string()),
+                          taint);
+  };
+  return shown(before) != shown(after);
 }
 
 }  // namespace tightrope::op

@@ -10,6 +10,7 @@
 #include "kube/controller.hpp"
 #include "kube/object.hpp"
 #include "operator/cache.hpp"
+#include "operator/cached_pod.hpp"
 
 namespace tightrope::op {
 
@@ -38,5 +39,13 @@ std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache, const ku
 
 // A Node's GPU clique label, "" without one: a clique's change rewrites topology.yaml.
 std::string gpu_clique(const kube::Document& node);
+
+// What a HealthCheck's status shows of a worker pod changed: its Slurm drain condition (the
+// remediation step is in the reason), written by the NodeSet's sync after the planner acted.
+bool pod_drain_changed(const CachedPod& before, const CachedPod& after);
+
+// What a HealthCheck's status shows of a Kubernetes Node changed: the failures kept on it or its
+// quarantine taint.
+bool node_health_changed(const kube::Document& before, const kube::Document& after);
 
 }  // namespace tightrope::op

@@ -308,8 +308,11 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
         wait_until(f"{node} quarantined", lambda: tainted(node), 60, cluster_state)
         assert any(host in m and node in m for m in events("HealthCheckFailed")), events("HealthCheckFailed")
         assert any(node in m for m in events("NodeQuarantined")), events("NodeQuarantined")
-        status = get(HEALTH_CHECK, "workers").get("status", {})
-        assert any(r["node"] == host and r["phase"] == "Replacing" for r in status.get("remediations", [])), status
+        # The HealthCheck's status follows from the pod's drain condition, written a moment later.
+        wait_until(f"the HealthCheck to show {host} replacing", lambda: any(
+            r["node"] == host and r["phase"] == "Replacing"
+            for r in get(HEALTH_CHECK, "workers").get("status", {}).get("remediations", [])), 30,
+            lambda: get(HEALTH_CHECK, "workers").get("status", {}))
 
         # The job ends; the pod goes and comes back on the free Node, checked there, then undrained.
         wait_until(f"job {job} to complete", lambda: job_state(job) == "COMPLETED", 150, cluster_state, period=5)
@@ -321,8 +324,8 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
                    health_report(host).get("ok"), 240, cluster_state, period=3)
         print(f"health remediation: {host} back in service {time.monotonic() - t0:.0f} s after its job ended")
         assert any(host in m for m in events("HealthCheckPassed")), events("HealthCheckPassed")
-        status = get(HEALTH_CHECK, "workers").get("status", {})
-        assert [k for k in status.get("kubeNodes", []) if k["name"] == node and k["quarantined"]], status
+        assert [k for k in get(HEALTH_CHECK, "workers").get("status", {}).get("kubeNodes", [])
+                if k["name"] == node and k["quarantined"]], get(HEALTH_CHECK, "workers").get("status")
         assert nodeset_condition(NODESET, "WorkersHealthy").get("status") == "True"
 
         # A check broken everywhere (drain only, so that nothing churns): one node drained, the other

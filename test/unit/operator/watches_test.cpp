@@ -134,5 +134,41 @@ TEST(Watches, ANodeWakesTheNodeSetsOfItsPodsAndEveryDaemonSetModeNodeSet) {
   EXPECT_EQ(on_empty[0].key(), "hpc/gpu");
 }
 
+TEST(Watches, AHealthCheckWakesOnAWorkersDrainConditionAndNotOnItsOtherConditions) {
+  CachedPod before;
+  before.conditions = {{"Ready", "True", "", "", "t0"}};
+  CachedPod ready_again = before;
+  ready_again.conditions[0].last_transition = "t1";
+  EXPECT_FALSE(pod_drain_changed(before, ready_again));
+  CachedPod drained = before;
+  drained.conditions.push_back(
+      {"SlurmNodeStateDrain", "True", "", "healthcheck: script:fans: fan 3 stopped", "t1"});
+  EXPECT_TRUE(pod_drain_changed(before, drained));
+  CachedPod replacing = drained;
+  replacing.conditions[1].message =
+      "slinky-0 is pending termination for healthcheck: script:fans: fan 3 stopped";
+  EXPECT_TRUE(pod_drain_changed(drained, replacing)) << "the step is in the words";
+  EXPECT_TRUE(pod_drain_changed(replacing, before));
+}
+
+TEST(Watches, AHealthCheckWakesOnANodesKeptFailuresOrQuarantineAndNotOnAHeartbeat) {
+  kube::Document before = node("k8s-1");
+  before.doc = {{"metadata", {{"name", "k8s-1"}}}, {"status", {{"phase", "Running"}}}};
+  kube::Document heartbeat = before;
+  heartbeat.doc["status"]["conditions"] = json::array({{{"type", "Ready"}}});
+  EXPECT_FALSE(node_health_changed(before, heartbeat));
+  kube::Document failed = before;
+  failed.doc["metadata"]["annotations"]["tightrope.slurm.net/health-failures"] = "[]";
+  EXPECT_TRUE(node_health_changed(before, failed));
+  kube::Document quarantined = failed;
+  quarantined.doc["spec"]["taints"] = json::array(
+      {{{"key", "tightrope.slurm.net/unhealthy"}, {"value", "fans"}, {"effect", "NoSchedule"}}});
+  EXPECT_TRUE(node_health_changed(failed, quarantined));
+  kube::Document cordoned = failed;
+  cordoned.doc["spec"]["taints"] =
+      json::array({{{"key", "node.kubernetes.io/unschedulable"}, {"effect", "NoSchedule"}}});
+  EXPECT_FALSE(node_health_changed(failed, cordoned));
+}
+
 }  // namespace
 }  // namespace tightrope::op
