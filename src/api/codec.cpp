@@ -857,6 +857,19 @@ Decoded<HealthCheck> decode_health_check(const json& doc) {
     passive.strings("mounts", &spec.passive.mounts);
     passive.child("scripts").local_ref("configMapRef", &spec.passive.scripts);
     passive.integer("timeoutSeconds", &spec.passive.timeout_seconds);
+    if (s.has("active")) {
+      const Reader active = s.child("active");
+      ActiveChecks& a = spec.active.emplace();
+      active.integer("intervalSeconds", &a.interval_seconds);
+      active.boolean("afterReplacement", &a.after_replacement);
+      active.strings("checks", &a.checks);
+      active.integer("timeoutSeconds", &a.timeout_seconds);
+      active.any("maxConcurrent", &a.max_concurrent);
+      active.integer("minCpuGflops", &a.min_cpu_gflops);
+      active.integer("minMemoryBandwidthMBps", &a.min_memory_bandwidth_mbps);
+      active.integer("minNcclBusBandwidthGBps", &a.min_nccl_bus_bandwidth_gbps);
+      active.str("ncclTests", &a.nccl_tests);
+    }
     const Reader remediation = s.child("remediation");
     remediation.any("maxUnhealthy", &spec.remediation.max_unhealthy);
     remediation.boolean("replace", &spec.remediation.replace);
@@ -901,6 +914,22 @@ json encode(const HealthCheck& h) {
   }
   put(passive, "timeoutSeconds", s.passive.timeout_seconds);
   put(spec, "passive", passive);
+  if (s.active) {
+    const ActiveChecks& a = *s.active;
+    json active = json::object();
+    put(active, "intervalSeconds", a.interval_seconds);
+    put(active, "afterReplacement", a.after_replacement);
+    put(active, "checks", a.checks);
+    put(active, "timeoutSeconds", a.timeout_seconds);
+    if (!a.max_concurrent.is_null()) {
+      active["maxConcurrent"] = a.max_concurrent;
+    }
+    put(active, "minCpuGflops", a.min_cpu_gflops);
+    put(active, "minMemoryBandwidthMBps", a.min_memory_bandwidth_mbps);
+    put(active, "minNcclBusBandwidthGBps", a.min_nccl_bus_bandwidth_gbps);
+    put(active, "ncclTests", a.nccl_tests);
+    spec["active"] = std::move(active);
+  }
   json remediation = json::object();
   if (!s.remediation.max_unhealthy.is_null()) {
     remediation["maxUnhealthy"] = s.remediation.max_unhealthy;

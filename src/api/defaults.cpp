@@ -133,6 +133,27 @@ void apply_defaults(HealthCheck& h) {
   if (p.timeout_seconds == 0) {
     p.timeout_seconds = kDefaultHealthTimeout;
   }
+  if (h.spec.active) {
+    ActiveChecks& a = *h.spec.active;
+    if (a.interval_seconds == 0) {
+      a.interval_seconds = kDefaultActiveInterval;
+    }
+    if (!a.after_replacement) {
+      a.after_replacement = true;
+    }
+    if (a.checks.empty()) {
+      a.checks.assign(kBuiltinActiveChecks.begin(), kBuiltinActiveChecks.end());
+    }
+    if (a.timeout_seconds == 0) {
+      a.timeout_seconds = kDefaultActiveTimeout;
+    }
+    if (a.max_concurrent.is_null()) {
+      a.max_concurrent = 1;
+    }
+    if (a.nccl_tests.empty()) {
+      a.nccl_tests = std::string(kDefaultNcclTests);
+    }
+  }
   Remediation& r = h.spec.remediation;
   if (r.max_unhealthy.is_null()) {
     r.max_unhealthy = 1;

@@ -434,6 +434,25 @@ struct PassiveChecks {
 inline constexpr std::array<std::string_view, 4> kBuiltinHealthChecks = {"mounts", "memory", "cpus",
                                                                          "gpus"};
 
+// Checks a Slurm job runs on an idle worker, in a reservation of that node alone, so that no
+// user job waits behind them: on a schedule and after each replacement.
+struct ActiveChecks {
+  int64_t interval_seconds = 0;           // default 86400: how often an idle worker is checked
+  std::optional<bool> after_replacement;  // default true: a replacement is checked once it is idle
+  std::vector<std::string> checks;        // of kBuiltinActiveChecks; default all
+  int64_t timeout_seconds = 0;            // default 120: the whole job's
+  nlohmann::json max_concurrent;          // of a NodeSet's workers at once: count or %; default 1
+  int64_t min_cpu_gflops = 0;             // 0: measured and reported, no floor
+  int64_t min_memory_bandwidth_mbps = 0;  // MB/s of a STREAM triad
+  int64_t min_nccl_bus_bandwidth_gbps =
+      0;                   // GB/s, nccl-tests all_reduce_perf's average bus bandwidth
+  std::string nccl_tests;  // default /usr/local/bin/all_reduce_perf
+  bool operator==(const ActiveChecks&) const = default;
+};
+
+inline constexpr std::array<std::string_view, 3> kBuiltinActiveChecks = {"cpu", "memory-bandwidth",
+                                                                         "nccl"};
+
 struct Remediation {
   // At most this many of a NodeSet's nodes drained by checks at once: an integer or a
   // percentage; JSON so both survive. Default 1.
@@ -447,6 +466,7 @@ struct Remediation {
 struct HealthCheckSpec {
   LabelSelector node_set_selector;  // NodeSets of the HealthCheck's namespace
   PassiveChecks passive;
+  std::optional<ActiveChecks> active;  // none unless asked for
   Remediation remediation;
   bool operator==(const HealthCheckSpec&) const = default;
 };

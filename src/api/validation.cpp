@@ -356,6 +356,30 @@ FieldErrors validate(const HealthCheck& h) {
     require(errors, !p.scripts->name.empty(), "spec.passive.scripts.configMapRef.name",
             "required: the ConfigMap whose keys are the site's check scripts");
   }
+  if (s.active) {
+    const ActiveChecks& a = *s.active;
+    require(errors, a.interval_seconds >= 600 && a.interval_seconds <= int64_t{31} * 86400,
+            "spec.active.intervalSeconds",
+            "must be from 600 to 2678400: how often an idle worker is taken for its checks");
+    require(errors, a.timeout_seconds >= 10 && a.timeout_seconds <= 3600,
+            "spec.active.timeoutSeconds", "must be from 10 to 3600: the check job's time limit");
+    for (size_t i = 0; i < a.checks.size(); ++i) {
+      const bool known = std::find(kBuiltinActiveChecks.begin(), kBuiltinActiveChecks.end(),
+                                   a.checks[i]) != kBuiltinActiveChecks.end();
+      require(errors, known, "spec.active.checks[" + std::to_string(i) + "]",
+              "unknown check \"" + a.checks[i] + "\": must be cpu, memory-bandwidth or nccl");
+    }
+    require(errors, a.max_concurrent.is_null() || positive_count_or_percent(a.max_concurrent),
+            "spec.active.maxConcurrent",
+            "must be a positive integer or a positive percentage such as \"10%\"");
+    require(errors, a.min_cpu_gflops >= 0, "spec.active.minCpuGflops", "must not be negative");
+    require(errors, a.min_memory_bandwidth_mbps >= 0, "spec.active.minMemoryBandwidthMBps",
+            "must not be negative");
+    require(errors, a.min_nccl_bus_bandwidth_gbps >= 0, "spec.active.minNcclBusBandwidthGBps",
+            "must not be negative");
+    require(errors, a.nccl_tests.empty() || a.nccl_tests.front() == '/', "spec.active.ncclTests",
+            "must be an absolute path to all_reduce_perf");
+  }
   const Remediation& r = s.remediation;
   require(errors, positive_count_or_percent(r.max_unhealthy), "spec.remediation.maxUnhealthy",
           "must be a positive integer or a positive percentage such as \"10%\"");

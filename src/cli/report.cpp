@@ -100,6 +100,25 @@ json slurm_node_json(const ClusterView& view, const slurm::Node& n) {
     }
     out["healthChecks"] = checks;
   }
+  // The active checks' last report: its figures, and what did not run.
+  if (const auto report = health::read_report(n.extra, health::kActiveExtraKey)) {
+    json failed = json::array();
+    for (const auto& f : report->failed) {
+      failed.push_back(f.check + ": " + f.message);
+    }
+    json skipped = json::array();
+    for (const auto& f : report->skipped) {
+      skipped.push_back(f.check + ": " + f.message);
+    }
+    out["activeChecks"] = {{"ok", report->ok},
+                           {"reported", time_text(Time(std::chrono::seconds(report->at)))},
+                           {"measured", report->measured},
+                           {"failed", failed},
+                           {"skipped", skipped}};
+  }
+  if (n.reservation.starts_with("tightrope-check-")) {
+    out["activeChecks"]["underWay"] = "in reservation " + n.reservation;
+  }
   json jobs = json::array();
   for (const slurm::Job* j : view.jobs_on(n.name)) {
     jobs.push_back(job_json(*j));

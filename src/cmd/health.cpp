@@ -5,7 +5,8 @@
 // (/etc/tightrope/health/script.*), judges them against what Slurm registered for the node, and
 // writes the result into the node's Extra when it changed or this container has not written it
 // yet. It never drains: the operator does, within the HealthCheck's budget. Exit status 1 when a
-// check failed, so slurmd's log carries the findings too.
+// check failed, so slurmd's log carries the findings too. With --active it is the operator's
+// check job instead (run_active).
 #include <dirent.h>
 #include <poll.h>
 #include <sched.h>
@@ -29,11 +30,14 @@
 #include <vector>
 
 #include "gpu/driver.hpp"
+#include "health/active.hpp"
 #include "health/checks.hpp"
+#include "health/kernels.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using tightrope::health::ActiveConfig;
 using tightrope::health::Config;
 using tightrope::health::Readings;
 
@@ -168,6 +172,12 @@ std::vector<std::string> mount_points() {
   return out;
 }
 
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
 int64_t mem_total_mib() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -205,11 +215,7 @@ std::optional<int64_t> gpus_present() {
 
 Readings read_machine(const Config& config, std::chrono::steady_clock::time_point deadline) {
   Readings r;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    r.cpus = CPU_COUNT(&set);
-  }
+  r.cpus = usable_cpus();
   r.memory_mib = mem_total_mib();
   r.gpus = gpus_present();
   const auto points = mount_points();
@@ -258,9 +264,108 @@ std::string node_name() {
   return host.data();
 }
 
+// nccl-tests' all_reduce_perf over every GPU of the node, within what is left of the time.
+tightrope::health::Measurement measure_nccl(const ActiveConfig& active, int64_t gpus,
+                                            std::chrono::milliseconds left) {
+  tightrope::health::Measurement m;
+  const Outcome o = run(
+      {active.nccl_tests, "-b", "8M", "-e", "128M", "-f", "2", "-g", std::to_string(gpus)}, left);
+  const auto result = tightrope::health::parse_all_reduce_perf(o.output);
+  if (o.timed_out) {
+    m.error = "all_reduce_perf did not finish in time";
+  } else if (!result.bus_bandwidth_gbps) {
+    m.error = "all_reduce_perf printed no average bus bandwidth (exit code " +
+              std::to_string(o.exit_code) + ")";
+  } else {
+    m.rate = result.bus_bandwidth_gbps;
+    m.correct = result.wrong_values == 0;
+    if (!m.correct) {
+      m.error = std::to_string(result.wrong_values) + " wrong values in all_reduce_perf";
+    }
+  }
+  return m;
+}
+
+// The check job's part (docs/health.md, "Active checks"): the operator runs it as a Slurm job in
+// a reservation of this node alone. It measures and writes its report under its own key of the
+// node's Extra; the operator ends the reservation once it sees the report (Slurm refuses to
+// delete a reservation while a job of it runs).
+int run_active(const Config& config) {
+  const auto started = std::chrono::steady_clock::now();
+  if (!config.active) {
+    std::cout << "tightrope-health: checks.json asks for no active checks\n";
+    return 1;
+  }
+  const ActiveConfig& active = *config.active;
+  const auto wanted = [&](const char* check) {
+    return std::find(active.checks.begin(), active.checks.end(), check) != active.checks.end();
+  };
+  tightrope::health::ActiveReadings readings;
+  const auto cpus = static_cast<unsigned>(usable_cpus());
+  if (wanted("cpu")) {
+    readings.cpu = tightrope::health::measure_cpu(cpus, std::chrono::seconds(3));
+  }
+  if (wanted("memory-bandwidth")) {
+    constexpr size_t kArray = size_t{64} << 20;  // three of them: well past any cache
+    readings.memory_bandwidth = tightrope::health::measure_memory_bandwidth(cpus, kArray, 5);
+  }
+  readings.gpus = gpus_present().value_or(0);
+  readings.nccl_tests_present = access(active.nccl_tests.c_str(), X_OK) == 0;
+  if (wanted("nccl") && readings.gpus > 0 && readings.nccl_tests_present) {
+    // Leave time to report before Slurm's time limit.
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        started + std::chrono::seconds(std::max<int64_t>(active.timeout_seconds - 15, 5)) -
+        std::chrono::steady_clock::now());
+    readings.nccl =
+        measure_nccl(active, readings.gpus, std::max(left, std::chrono::milliseconds(1000)));
+  }
+  const auto verdict = tightrope::health::judge_active(active, readings);
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  auto report = tightrope::health::report_of(verdict.failed, now, config.source);
+  report.measured = verdict.measured;
+  report.skipped = verdict.skipped;
+  for (const auto& [name, value] : report.measured) {
+    std::cout << name << ": " << value << "\n";
+  }
+  for (const auto& f : verdict.failed) {
+    std::cout << f.check << ": " << f.message << "\n";
+  }
+  for (const auto& f : verdict.skipped) {
+    std::cout << f.check << " skipped: " << f.message << "\n";
+  }
+  const std::string node = node_name();
+  const Outcome show = run({kScontrol, "show", "node", node, "--json"}, std::chrono::seconds(10));
+  const auto registered = tightrope::health::parse_node_json(show.output);
+  int status = verdict.failed.empty() ? 0 : 1;
+  const Outcome update =
+      run({kScontrol, "update", "nodename=" + node,
+           "extra=" + tightrope::health::with_report(registered.extra, report,
+                                                     tightrope::health::kActiveExtraKey)},
+          std::chrono::seconds(10));
+  if (!registered.known || update.exit_code != 0) {
+    std::cout << "tightrope-health: the report was not written: " << update.output << "\n";
+    status = 2;
+  }
+  return status;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // `--active [checks]`: the operator's check job; slurmd passes nothing.
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const bool active = !args.empty() && args[0] == "--active";
+  if (active && args.size() > 1) {
+    // The operator's check job names its checks itself: checks.json may be a minute behind.
+    const auto config = tightrope::health::parse_config(args[1]);
+    if (!config) {
+      std::cout << "tightrope-health: --active: " << config.error() << "\n";
+      return 1;
+    }
+    return run_active(*config);
+  }
   const auto started = std::chrono::steady_clock::now();
   std::ifstream file(fs::path(kConfigDir) / "checks.json");
   if (!file) {
@@ -272,6 +377,9 @@ int main() {
   if (!config) {
     std::cout << "tightrope-health: " << kConfigDir << "/checks.json: " << config.error() << "\n";
     return 1;
+  }
+  if (active) {
+    return run_active(*config);
   }
   // slurmd runs the program each HealthCheckInterval (60 s); a HealthCheck may ask for less often.
   const fs::path last_run = fs::path(kStateDir) / "last-run";

@@ -1024,7 +1024,12 @@ void admin_drain(const ClusterView& view, std::vector<Finding>& out) {
 
 void health_check_failed(const ClusterView& view, std::vector<Finding>& out) {
   for (const auto& n : view.slurm.nodes) {
-    const auto report = health::read_report(n.extra);
+    // The passive checks' report, or the active checks' when it fails.
+    auto report = health::read_report(n.extra);
+    if (auto active = health::read_report(n.extra, health::kActiveExtraKey);
+        active && !active->ok) {
+      report = std::move(active);
+    }
     if (!report || report->ok) {
       continue;
     }

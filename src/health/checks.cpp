@@ -87,6 +87,30 @@ Result<Config, std::string> parse_config(std::string_view text) {
   if (!strings("mounts", &config.mounts)) {
     return fail(std::string("mounts: must be a list of strings"));
   }
+  if (const auto active = doc.find("active"); active != doc.end()) {
+    if (!active->is_object()) {
+      return fail(std::string("active: must be an object"));
+    }
+    ActiveConfig& a = config.active.emplace();
+    const auto count = [&](const char* key, int64_t* out) {
+      const auto it = active->find(key);
+      if (it != active->end() && it->is_number_integer() && it->get<int64_t>() >= 0) {
+        *out = it->get<int64_t>();
+      }
+    };
+    if (const auto checks = active->find("checks"); checks != active->end() && checks->is_array()) {
+      for (const auto& item : *checks) {
+        if (item.is_string()) {
+          a.checks.push_back(item.get<std::string>());
+        }
+      }
+    }
+    count("timeoutSeconds", &a.timeout_seconds);
+    count("minCpuGflops", &a.min_cpu_gflops);
+    count("minMemoryBandwidthMBps", &a.min_memory_bandwidth_mbps);
+    count("minNcclBusBandwidthGBps", &a.min_nccl_bus_bandwidth_gbps);
+    a.nccl_tests = active->value("ncclTests", "");
+  }
   return config;
 }
 
@@ -161,15 +185,20 @@ std::vector<Finding> judge(const Config& config, const Registered& registered,
 }
 
 Report report_of(const std::vector<Finding>& findings, int64_t now, const std::string& source) {
-  return {findings.empty(), now, findings, source};
+  Report out;
+  out.ok = findings.empty();
+  out.at = now;
+  out.failed = findings;
+  out.source = source;
+  return out;
 }
 
-std::optional<Report> read_report(std::string_view extra) {
+std::optional<Report> read_report(std::string_view extra, std::string_view key) {
   const json doc = json::parse(extra, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
     return std::nullopt;
   }
-  const auto it = doc.find(kExtraKey);
+  const auto it = doc.find(key);
   if (it == doc.end() || !it->is_object()) {
     return std::nullopt;
   }
@@ -178,17 +207,28 @@ std::optional<Report> read_report(std::string_view extra) {
   out.ok = r.value("ok", false);
   out.at = r.contains("at") && r["at"].is_number_integer() ? r["at"].get<int64_t>() : 0;
   out.source = r.value("source", "");
-  if (const auto failed = r.find("failed"); failed != r.end() && failed->is_array()) {
-    for (const auto& f : *failed) {
-      if (f.is_object()) {
-        out.failed.push_back({f.value("check", ""), f.value("message", "")});
+  const auto findings = [&](const char* field, std::vector<Finding>* into) {
+    if (const auto list = r.find(field); list != r.end() && list->is_array()) {
+      for (const auto& f : *list) {
+        if (f.is_object()) {
+          into->push_back({f.value("check", ""), f.value("message", "")});
+        }
+      }
+    }
+  };
+  findings("failed", &out.failed);
+  findings("skipped", &out.skipped);
+  if (const auto measured = r.find("measured"); measured != r.end() && measured->is_object()) {
+    for (const auto& [name, value] : measured->items()) {
+      if (value.is_number()) {
+        out.measured[name] = value.get<double>();
       }
     }
   }
   return out;
 }
 
-std::string with_report(std::string_view extra, const Report& report) {
+std::string with_report(std::string_view extra, const Report& report, std::string_view key) {
   json doc = json::parse(extra, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
     const bool empty = extra.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -198,9 +238,20 @@ std::string with_report(std::string_view extra, const Report& report) {
   for (const auto& f : report.failed) {
     failed.push_back(finding_json(f));
   }
-  doc[kExtraKey] = {{"ok", report.ok}, {"at", report.at}, {"failed", failed}};
+  json& r = doc[std::string(key)];
+  r = {{"ok", report.ok}, {"at", report.at}, {"failed", failed}};
   if (!report.source.empty()) {
-    doc[kExtraKey]["source"] = report.source;
+    r["source"] = report.source;
+  }
+  if (!report.measured.empty()) {
+    r["measured"] = report.measured;
+  }
+  if (!report.skipped.empty()) {
+    json skipped = json::array();
+    for (const auto& f : report.skipped) {
+      skipped.push_back(finding_json(f));
+    }
+    r["skipped"] = std::move(skipped);
   }
   return doc.dump(-1, ' ', /*ensure_ascii=*/true);
 }

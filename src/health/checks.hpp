@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,18 @@
 #include "base/result.hpp"
 
 namespace tightrope::health {
+
+// spec.active, in checks.json or on the check job's command line: what `tightrope-health
+// --active` runs.
+struct ActiveConfig {
+  std::vector<std::string> checks;  // of cpu, memory-bandwidth, nccl
+  int64_t timeout_seconds = 120;
+  int64_t min_cpu_gflops = 0;
+  int64_t min_memory_bandwidth_mbps = 0;
+  int64_t min_nccl_bus_bandwidth_gbps = 0;
+  std::string nccl_tests;
+  bool operator==(const ActiveConfig&) const = default;
+};
 
 // checks.json, which the operator writes from a HealthCheck's spec.passive into the ConfigMap
 // every slurmd pod of a selected NodeSet mounts.
@@ -27,6 +40,8 @@ struct Config {
   // The HealthCheck these checks come from (its uid): a report carries it, so that the operator
   // acts only on what this HealthCheck's checks found, never on the report of one deleted since.
   std::string source;
+  // spec.active: what the check job (`tightrope-health --active`) runs; none unless asked for.
+  std::optional<ActiveConfig> active;
   bool operator==(const Config&) const = default;
 };
 Result<Config, std::string> parse_config(std::string_view text);
@@ -76,18 +91,25 @@ std::vector<Finding> judge(const Config& config, const Registered& registered,
 
 // The result in the node's Extra: {"tightrope.slurm.net/health": {"ok":..,"at":..,"failed":[..]}}.
 inline constexpr std::string_view kExtraKey = "tightrope.slurm.net/health";
+// The active checks' result, under a key of its own: the passive runs keep it as it is.
+inline constexpr std::string_view kActiveExtraKey = "tightrope.slurm.net/health-active";
 struct Report {
   bool ok = true;
   int64_t at = 0;  // unix seconds: when this container first found this result
   std::vector<Finding> failed;
   std::string source;  // Config::source of the checks that found it
+  // Active checks: what they measured ("cpuGflops", "memoryBandwidthMBps", ...) and the checks
+  // that did not run, with why (no GPU, no all_reduce_perf).
+  std::map<std::string, double> measured;
+  std::vector<Finding> skipped;
   bool operator==(const Report&) const = default;
 };
 Report report_of(const std::vector<Finding>& findings, int64_t now, const std::string& source);
-std::optional<Report> read_report(std::string_view extra);
-// `extra` with `report` under kExtraKey and every other key kept. An Extra that is not a JSON
+std::optional<Report> read_report(std::string_view extra, std::string_view key = kExtraKey);
+// `extra` with `report` under `key` and every other key kept. An Extra that is not a JSON
 // object (a site's own text) is kept under "text", so nothing is lost.
-std::string with_report(std::string_view extra, const Report& report);
+std::string with_report(std::string_view extra, const Report& report,
+                        std::string_view key = kExtraKey);
 // Same verdict and findings of the same checks, whenever found.
 bool same_result(const Report& a, const Report& b);
 

@@ -95,20 +95,20 @@ PendingPods PodExpectations::pending(const std::string& nodeset,
   return out;
 }
 
-void DrainsInFlight::drained(const std::string& nodeset, const std::string& node,
-                             const std::string& reason, Clock::time_point now) {
+void WritesInFlight::written(const std::string& nodeset, const std::string& node,
+                             const std::string& value, Clock::time_point now) {
   std::lock_guard lock(mu_);
-  by_nodeset_[nodeset][node] = {reason, now};
+  by_nodeset_[nodeset][node] = {value, now};
 }
 
-void DrainsInFlight::undone(const std::string& nodeset, const std::string& node) {
+void WritesInFlight::undone(const std::string& nodeset, const std::string& node) {
   std::lock_guard lock(mu_);
   if (const auto it = by_nodeset_.find(nodeset); it != by_nodeset_.end()) {
     it->second.erase(node);
   }
 }
 
-std::map<std::string, std::string> DrainsInFlight::pending(
+std::map<std::string, std::string> WritesInFlight::pending(
     const std::string& nodeset, const std::map<std::string, slurm::Node>& nodes,
     Clock::time_point now) {
   std::map<std::string, std::string> out;
@@ -118,13 +118,12 @@ std::map<std::string, std::string> DrainsInFlight::pending(
     return out;
   }
   for (auto it = entry->second.begin(); it != entry->second.end();) {
-    const auto& [reason, at] = it->second;
+    const auto& [value, at] = it->second;
     const auto node = nodes.find(it->first);
-    if (now - at > kDrainSeenWithin || node == nodes.end() ||
-        (node->second.drain() && node->second.reason == reason)) {
+    if (now - at > seen_within_ || node == nodes.end() || shown_(node->second, value)) {
       it = entry->second.erase(it);
     } else {
-      out.emplace(it->first, reason);
+      out.emplace(it->first, value);
       ++it;
     }
   }
@@ -134,9 +133,23 @@ std::map<std::string, std::string> DrainsInFlight::pending(
   return out;
 }
 
-void DrainsInFlight::forget(const std::string& nodeset) {
+void WritesInFlight::forget(const std::string& nodeset) {
   std::lock_guard lock(mu_);
   by_nodeset_.erase(nodeset);
+}
+
+WritesInFlight drains_in_flight() {
+  return {std::chrono::seconds(15), [](const slurm::Node& node, const std::string& reason) {
+            return node.drain() && node.reason == reason;
+          }};
+}
+
+WritesInFlight checks_in_flight() {
+  // The check job may end, and release its reservation, before a snapshot shows it: the report
+  // it wrote then ends the check as well (Planner::check_actively).
+  return {std::chrono::seconds(30), [](const slurm::Node& node, const std::string& reservation) {
+            return node.reservation == reservation;
+          }};
 }
 
 void PodExpectations::forget(const std::string& nodeset) {
@@ -250,6 +263,7 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
   if (!doc) {
     expectations_.forget(key);
     drains_.forget(key);
+    checks_.forget(key);
     if (metrics_ != nullptr) {
       metrics_->forget(request.namespace_name, request.name);
     }
@@ -423,7 +437,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.drain_on_node_conditions = runtime_.options().drain_on_node_conditions;
   const std::vector<api::HealthCheck> checks = health_checks_in(cache_, ns);
   if (const api::HealthCheck* h = build::selecting_health_check(checks, ns_ref)) {
-    world.health = HealthPolicy{h->metadata.name, h->metadata.uid, h->spec.remediation};
+    world.health =
+        HealthPolicy{h->metadata.name, h->metadata.uid, h->spec.remediation, h->spec.active};
   }
   if (adoption_in_force(ns_ref.metadata)) {
     const auto it = ns_ref.metadata.annotations.find(std::string(api::kAnnotationAdoptedRevision));
@@ -517,7 +532,9 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   slurm.snapshot = feed->snapshot();
   if (slurm.snapshot.nodes) {
     slurm.drains_in_flight =
-        drains_.pending(key, *slurm.snapshot.nodes, DrainsInFlight::Clock::now());
+        drains_.pending(key, *slurm.snapshot.nodes, WritesInFlight::Clock::now());
+    slurm.checks_in_flight =
+        checks_.pending(key, *slurm.snapshot.nodes, WritesInFlight::Clock::now());
   }
   if (ns_ref.spec.update_strategy.type == "ScheduledUpdate" ||
       std::find(world.finalizers.begin(), world.finalizers.end(),
@@ -746,7 +763,7 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
           log::info("nodeset.draining", {{"nodeset", key}, {"node", c.node}, {"reason", c.reason}});
           auto error = slurm_error(client.drain(c.node, c.reason));
           if (!error) {
-            drains_.drained(key, c.node, c.reason, DrainsInFlight::Clock::now());
+            drains_.written(key, c.node, c.reason, WritesInFlight::Clock::now());
           }
           return error;
         });
@@ -792,6 +809,30 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
       [slurm_write](const ReleaseReservation& c) {
         return slurm_write([&](slurm::Client& client) {
           return slurm_error(client.delete_reservation(c.name), true);
+        });
+      },
+      [this, slurm_write, &key](const StartActiveCheck& c) {
+        return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          if (auto made = client.create_reservation(c.reservation); !made) {
+            // Already there: a check started from a snapshot that did not show it yet.
+            if (client.get_reservation(c.reservation.name)) {
+              return std::nullopt;
+            }
+            return slurm_error(made);
+          }
+          checks_.written(key, c.node, c.reservation.name, WritesInFlight::Clock::now());
+          auto job = client.submit_job(c.job);
+          if (!job) {
+            // Without its job the reservation would only keep users' jobs off the node. The
+            // start stays in flight, so the next try comes only once that has lapsed (30 s).
+            (void)client.delete_reservation(c.reservation.name);
+            return "submitting the check job: " + job.error().message;
+          }
+          log::info("nodeset.active_check_started", {{"nodeset", key},
+                                                     {"node", c.node},
+                                                     {"job", std::to_string(*job)},
+                                                     {"reservation", c.reservation.name}});
+          return std::nullopt;
         });
       },
       [slurm_write](const SyncReservation& c) {

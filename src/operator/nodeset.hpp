@@ -63,34 +63,48 @@ class PodExpectations {
   std::map<std::string, Entry> by_nodeset_;
 };
 
-// Drains the operator wrote that the change feed's snapshot may not show yet. A reconcile that
-// follows its own at once would take the node it just drained for a scale-in for one still
-// running and condemn a second; until the snapshot shows the drain (or kDrainSeenWithin has
-// passed), the scale-in order counts it (SlurmView::drains_in_flight). Nothing else does: a
-// stale snapshot's IDLE with a fresh drain would read as drained and idle, and let a pod go.
+// Writes to Slurm nodes the operator made that the change feed's snapshot may not show yet: a
+// reconcile that follows its own at once plans from the snapshot before them. Each is kept,
+// with the value the node will show, until the snapshot shows it (or `seen_within` has passed).
 // Safe for concurrent reconciles.
-class DrainsInFlight {
+//  - Drains (drains_in_flight): a node just drained for a scale-in would be taken for one still
+//    running and a second condemned; the scale-in order counts them (SlurmView::
+//    drains_in_flight). Nothing else does: a stale snapshot's IDLE with a fresh drain would read
+//    as drained and idle, and let a pod go.
+//  - Active checks started (checks_in_flight): their reservation, not shown yet, counts in the
+//    budget of checks at once, and the node is not taken for a second check.
+class WritesInFlight {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::chrono::seconds kDrainSeenWithin{15};
+  // Whether a snapshot's node shows the write's value.
+  using Shown = bool (*)(const slurm::Node& node, const std::string& value);
+  WritesInFlight(std::chrono::seconds seen_within, Shown shown)
+      : seen_within_(seen_within), shown_(shown) {}
 
-  void drained(const std::string& nodeset, const std::string& node, const std::string& reason,
+  void written(const std::string& nodeset, const std::string& node, const std::string& value,
                Clock::time_point now);
-  // An undrain or a resume written since: the node's drain is no longer in flight.
+  // Undone since (an undrain, a resume): no longer in flight.
   void undone(const std::string& nodeset, const std::string& node);
-  // The drains of `nodeset` that `nodes` does not show yet: Slurm node -> reason. Forgets what
-  // it shows and what has lapsed.
+  // The writes to `nodeset`'s nodes that `nodes` does not show yet: Slurm node -> value.
+  // Forgets what it shows and what has lapsed.
   std::map<std::string, std::string> pending(const std::string& nodeset,
                                              const std::map<std::string, slurm::Node>& nodes,
                                              Clock::time_point now);
   void forget(const std::string& nodeset);
+  std::chrono::seconds seen_within() const { return seen_within_; }
 
  private:
+  const std::chrono::seconds seen_within_;
+  const Shown shown_;
   std::mutex mu_;
-  // nodeset -> Slurm node -> (reason, when written)
+  // nodeset -> Slurm node -> (value, when written)
   std::map<std::string, std::map<std::string, std::pair<std::string, Clock::time_point>>>
       by_nodeset_;
 };
+// A drain, by its reason; shown once the node is drained with it.
+WritesInFlight drains_in_flight();
+// An active check started, by its reservation; shown once the node is in it.
+WritesInFlight checks_in_flight();
 
 // A reconcile in three stages: observe (the cache, the feed's Slurm snapshot, the
 // expectations) into a NodeSetWorld, plan_nodeset, then execute the plan's actions, record their
@@ -108,7 +122,8 @@ class NodeSetReconciler : public ResourceReconciler {
  private:
   NodeSetMetrics* metrics_ = nullptr;
   PodExpectations expectations_;
-  DrainsInFlight drains_;
+  WritesInFlight drains_ = drains_in_flight();
+  WritesInFlight checks_ = checks_in_flight();
   // Slurm REST writes in flight at once, all NodeSets together.
   std::counting_semaphore<> slurm_writes_{4};
   NodeSetWorld observe(const kube::Document& nodeset, api::NodeSet n, const std::string& key);

@@ -178,6 +178,10 @@ void set_workers_healthy(const NodeSetWorld& world, const NodeSetPlan& plan,
     c.message += "; " + std::to_string(h.unreported) + " of " + std::to_string(h.running) +
                  " workers have not reported yet";
   }
+  if (c.status == "True" && h.steps.at("checking") > 0) {
+    c.message += "; active checks under way on " + std::to_string(h.steps.at("checking")) +
+                 (h.steps.at("checking") == 1 ? " worker" : " workers");
+  }
   set_condition(conditions, std::move(c), stamp);
 }
 

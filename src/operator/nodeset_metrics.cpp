@@ -47,10 +47,12 @@ NodeSetMetrics::NodeSetMetrics(metrics::Registry& registry)
                                 "1 for the current status of each NodeSet condition, 0 for the "
                                 "other statuses.",
                                 {"namespace", "nodeset", "type", "status"})),
-      health_(registry.gauge("tightrope_nodeset_health_nodes",
-                             "The NodeSet's Slurm nodes in each step of health-check remediation "
-                             "(drained, replacing, verifying; waiting: failing over the budget).",
-                             {"namespace", "nodeset", "step"})),
+      health_(registry.gauge(
+          "tightrope_nodeset_health_nodes",
+          "The NodeSet's Slurm nodes in each step of health-check remediation "
+          "(drained, replacing, verifying; waiting: failing over the budget; checking: under "
+          "active checks).",
+          {"namespace", "nodeset", "step"})),
       sync_(registry.histogram(
           "tightrope_nodeset_sync_seconds",
           "Seconds from the operator seeing a change that concerns a NodeSet (source slurm: its "

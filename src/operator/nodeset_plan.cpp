@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <set>
 #include <sstream>
 #include <tuple>
 
 #include "api/well_known.hpp"
 #include "base/text.hpp"
+#include "health/active.hpp"
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
 #include "operator/build/compute_domain.hpp"
@@ -237,6 +239,11 @@ std::string to_string(const Change& change) {
     std::string operator()(const ReleaseReservation& c) const {
       return "delete Slurm reservation " + c.name;
     }
+    std::string operator()(const StartActiveCheck& c) const {
+      return "start the active checks of Slurm node " + c.node + " in reservation " +
+             c.reservation.name + " until " +
+             kube::format_time(c.reservation.end_time.value_or(slurm::Time{}));
+    }
     std::string operator()(const CreateComputeDomain& c) const {
       return "create ComputeDomain " + c.domain.value("/metadata/name"_json_pointer, std::string());
     }
@@ -422,6 +429,8 @@ struct Planner {
   void choose();
   void remediate();
   void record_on_node(const WorkerPod& w, const health::Report& report);
+  void check_actively();
+  bool start_check(const WorkerPod& w, const slurm::Node& node, bool undraining);
   void keep_finalizers_and_reservation();
   void drain_and_delete();
   void create_missing();
@@ -463,6 +472,7 @@ struct Planner {
   std::set<std::string> outdated_pods;    // ScheduledUpdate: waiting for the window
   std::set<std::string> fresh_hostnames;  // of the pods this plan creates
   std::set<int64_t> replacing_ordinals;   // made again for a failed check (create_missing)
+  std::set<std::string> checking;         // hostnames under active checks, this plan's starts too
   int64_t slurm_idle = 0;
   int64_t slurm_allocated = 0;
   int64_t slurm_down = 0;
@@ -742,6 +752,95 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report) {
                                         : "health failures",
                     record->patch, false},
       "node/" + w.kube_node, FailureEffect::kSync, "SyncFailed", std::move(events));
+}
+
+void Planner::check_actively() {
+  // Idle workers due for their active checks get them, at most maxConcurrent of the NodeSet at
+  // once: a reservation of the node alone, then the check job in it, which writes its report and
+  // ends the reservation. A replacement's check starts as its verification drain is lifted
+  // (kubernetes_to_slurm), so that no user's job reaches it first. Nothing while Slurm cannot be
+  // asked.
+  if (health == nullptr || !health->active || !slurm_ok || !plan.health) {
+    return;
+  }
+  for (const auto& w : pods) {
+    if (const slurm::Node* node = node_of(w);
+        node != nullptr && node->reservation == health::check_reservation(w.hostname)) {
+      checking.insert(w.hostname);
+    }
+  }
+  for (const auto& [node, reservation] : world.slurm.checks_in_flight) {
+    checking.insert(node);
+  }
+  plan.health->steps["checking"] = static_cast<int64_t>(checking.size());
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (const auto& w : pods) {  // by ordinal: the lowest first
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr) {
+      continue;
+    }
+    if (!node->drain()) {
+      start_check(w, *node, false);
+    }
+    const auto last = active_report(*node, w.created, *health);
+    // The job has reported and ended: its reservation goes (Slurm refuses while the job runs;
+    // without the operator it ends at its end time).
+    if (last && !node->busy() && node->reservation == health::check_reservation(w.hostname) &&
+        !check_due(*node, w.created, *health, now_s)) {
+      std::string figures;
+      for (const auto& [name, value] : last->measured) {
+        figures += (figures.empty() ? "" : ", ") + name + " " + std::to_string(std::lround(value));
+      }
+      std::vector<NodeSetEvent> events;
+      if (last->ok) {
+        events.push_back({false, "ActiveCheckPassed",
+                          "Active checks of " + w.hostname + " (pod " + w.name + ") passed" +
+                              (figures.empty() ? "" : ": " + figures)});
+      }
+      add(ReleaseReservation{node->reservation}, w.name, FailureEffect::kSync, "ActiveCheckFailed",
+          std::move(events));
+    }
+    // No event says a check is due: the plan looks again then.
+    if (last) {
+      const slurm::Time due =
+          slurm::Time(std::chrono::seconds(last->at + health->active->interval_seconds));
+      if (due > now && (!plan.look_again_at || due < *plan.look_again_at)) {
+        plan.look_again_at = due;
+      }
+    }
+  }
+}
+
+// Starts the pod's active checks when they are due, the node can be taken and the budget allows;
+// whether it did.
+bool Planner::start_check(const WorkerPod& w, const slurm::Node& node, bool undraining) {
+  if (health == nullptr || !health->active || !slurm_ok || !plan.health || !w.ready ||
+      w.terminating || w.kube_node.empty() || condemned.count(w.name) != 0 ||
+      checking.count(w.hostname) != 0) {
+    return false;
+  }
+  const api::ActiveChecks& a = *health->active;
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  if (static_cast<int64_t>(checking.size()) >= max_unavailable(a.max_concurrent, want) ||
+      !check_ready(node, undraining) || !check_due(node, w.created, *health, now_s)) {
+    return false;
+  }
+  if (const auto report = pod_report(node, w.created, *health); report && !report->ok) {
+    return false;  // remediation has it
+  }
+  const char* why = undraining ? "after replacement" : "scheduled";
+  add(StartActiveCheck{w.hostname, check_reservation(w.hostname, a, now), check_job(node, *health)},
+      w.name, FailureEffect::kSync, "ActiveCheckFailed",
+      {{false, "ActiveCheckStarted",
+        "Started the active checks of " + w.hostname + " (pod " + w.name + ", " + why +
+            ") in reservation " + health::check_reservation(w.hostname) + " (HealthCheck " +
+            health->name + ")"}});
+  checking.insert(w.hostname);
+  ++plan.health->steps["checking"];
+  plan.health->checking.push_back(w.hostname + " (" + why + ")");
+  return true;
 }
 
 void Planner::keep_finalizers_and_reservation() {
@@ -1209,6 +1308,9 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
              !by_hand) {
     if (node.drain() && operator_reason(node.reason)) {
       const bool checked = health_drained(node);
+      if (checked && health_step(node.reason) == "verifying") {
+        start_check(w, node, true);  // before the undrain: no user's job comes first
+      }
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",
           {checked
@@ -1559,6 +1661,7 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   p.replace_exited();
   p.choose();
   p.remediate();
+  p.check_actively();
   p.keep_finalizers_and_reservation();
   p.drain_and_delete();
   p.create_missing();

@@ -238,9 +238,12 @@ struct SlurmView {
   std::string problem;  // why it is not kSynced
   // One poll's nodes and jobs, shared with the feed (never copied); empty unless kSynced.
   slurm::SlurmSnapshot snapshot;
-  // Drains this operator wrote that the snapshot does not show yet (DrainsInFlight): Slurm node
+  // Drains this operator wrote that the snapshot does not show yet (WritesInFlight): Slurm node
   // -> reason. Only the scale-in order counts them.
   std::map<std::string, std::string> drains_in_flight;
+  // Active checks this operator started that the snapshot does not show yet (WritesInFlight):
+  // Slurm node -> its check's reservation.
+  std::map<std::string, std::string> checks_in_flight;
   // ScheduledUpdate: the maintenance reservation as Slurm has it, read when the NodeSet holds
   // its reservation finalizer; nullopt when absent or not read.
   std::optional<slurm::Reservation> reservation;
@@ -377,12 +380,19 @@ struct UpdateSlurmNode {
 struct DeleteSlurmNode {
   std::string node;
 };
+// An active check (docs/health.md): the node's reservation, then the check job in it. A
+// reservation of that name already there is a check already started: nothing more is done.
+struct StartActiveCheck {
+  std::string node;
+  slurm::Reservation reservation;
+  slurm::JobSubmission job;
+};
 
 using Change =
     std::variant<CreateRevision, DeleteRevision, SetFinalizers, SyncReservation, ReleaseReservation,
                  CreateComputeDomain, CreateSshHostKeys, ApplyObject, CreatePod, DeletePod,
                  GiveClaimsToPod, PatchPod, PatchKubeNode, DrainSlurmNode, UndrainSlurmNode,
-                 ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode>;
+                 ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode, StartActiveCheck>;
 
 // What a failed action means for the NodeSet's status.
 enum class FailureEffect {
@@ -421,9 +431,11 @@ struct HealthOutlook {
   std::vector<std::string> waiting;      // failing, over the budget: "cpu-2 (healthcheck: ...)"
   int64_t running = 0;     // pods whose slurmd runs and is registered: those that report
   int64_t unreported = 0;  // of them, those without a report of these checks yet
-  // Nodes by step: drained, replacing, verifying, waiting (every step present).
+  // Nodes by step: drained, replacing, verifying, waiting, and under active checks (checking);
+  // every step present.
   std::map<std::string, int64_t> steps{
-      {"drained", 0}, {"replacing", 0}, {"verifying", 0}, {"waiting", 0}};
+      {"drained", 0}, {"replacing", 0}, {"verifying", 0}, {"waiting", 0}, {"checking", 0}};
+  std::vector<std::string> checking;  // "cpu-1 (after replacement)", "cpu-2 (scheduled)"
 };
 
 struct NodeSetPlan {

@@ -6,26 +6,102 @@
 
 #include "api/well_known.hpp"
 #include "base/text.hpp"
+#include "health/active.hpp"
 #include "kube/time.hpp"
+#include "operator/build/health.hpp"
 #include "operator/nodeset_plan.hpp"
 
 namespace tightrope::op {
 
 using nlohmann::json;
 
-std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
-                                         const HealthPolicy& policy) {
-  auto report = health::read_report(node.extra);
+namespace {
+
+// A report speaks for the pod when the policy's checks found it in this pod: its source, and at or
+// after the pod was made.
+std::optional<health::Report> of_pod(std::optional<health::Report> report,
+                                     const std::string& pod_created, const HealthPolicy& policy) {
   const auto created = kube::parse_time(pod_created);
-  if (!report || !created || report->source != policy.uid) {
-    return std::nullopt;
-  }
-  const int64_t made =
-      std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count();
-  if (report->at < made) {
+  if (!report || !created || report->source != policy.uid ||
+      report->at <
+          std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count()) {
     return std::nullopt;
   }
   return report;
+}
+
+}  // namespace
+
+std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
+                                         const HealthPolicy& policy) {
+  if (auto active = active_report(node, pod_created, policy); active && !active->ok) {
+    return active;
+  }
+  return of_pod(health::read_report(node.extra), pod_created, policy);
+}
+
+std::optional<health::Report> active_report(const slurm::Node& node, const std::string& pod_created,
+                                            const HealthPolicy& policy) {
+  return of_pod(health::read_report(node.extra, health::kActiveExtraKey), pod_created, policy);
+}
+
+bool check_due(const slurm::Node& node, const std::string& pod_created, const HealthPolicy& policy,
+               int64_t now) {
+  if (!policy.active) {
+    return false;
+  }
+  const auto last = active_report(node, pod_created, policy);
+  if (!last) {
+    // A pod whose node was never checked: a replacement (afterReplacement), or a pod the
+    // schedule has not reached yet, checked first where it has no report at all.
+    const auto before = health::read_report(node.extra, health::kActiveExtraKey);
+    if (!before || before->source != policy.uid ||
+        policy.active->after_replacement.value_or(true)) {
+      return true;
+    }
+    return now - before->at >= policy.active->interval_seconds;  // on the old pod's schedule
+  }
+  return now - last->at >= policy.active->interval_seconds;
+}
+
+bool check_ready(const slurm::Node& node, bool undrained_by_this_plan) {
+  return !node.busy() && node.reservation.empty() && !node.has("DOWN") &&
+         !node.has("NOT_RESPONDING") && !node.has("COMPLETING") &&
+         (!node.drain() || undrained_by_this_plan);
+}
+
+slurm::Reservation check_reservation(const std::string& node, const api::ActiveChecks& active,
+                                     slurm::Time now) {
+  slurm::Reservation r;
+  r.name = health::check_reservation(node);
+  r.nodes = node;
+  r.users = {"slurm"};
+  r.start_time = now;
+  const auto minutes = std::chrono::minutes((active.timeout_seconds + 59) / 60 + 1);
+  r.end_time = now + minutes;
+  return r;
+}
+
+slurm::JobSubmission check_job(const slurm::Node& node, const HealthPolicy& policy) {
+  const api::ActiveChecks& active = *policy.active;
+  slurm::JobSubmission job;
+  job.name = "tightrope-check";
+  job.partition = node.partitions.empty() ? "" : node.partitions.front();
+  job.reservation = health::check_reservation(node.name);
+  // One shell word in single quotes: each ' of the JSON closes, escapes and reopens them.
+  std::string config =
+      json{{"source", policy.uid}, {"active", build::active_checks_json(active)}}.dump(
+          -1, ' ', /*ensure_ascii=*/true);
+  std::string quoted;
+  for (const char ch : config) {
+    quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  }
+  job.script = "#!/bin/sh\nexec /usr/local/sbin/tightrope-health --active '" + quoted + "'\n";
+  job.working_directory = "/tmp";
+  job.required_nodes = {node.name};
+  job.time_limit = std::chrono::minutes((active.timeout_seconds + 59) / 60);
+  job.exclusive = true;
+  return job;
 }
 
 namespace {
@@ -88,8 +164,11 @@ bool awaits_verification(const slurm::Node& node, const HealthPolicy* policy) {
   if (policy == nullptr || !operator_reason(node.reason) || !(node.drain() || node.has("DOWN"))) {
     return false;
   }
-  const auto last = health::read_report(node.extra);
-  return last && !last->ok && last->source == policy->uid;
+  const auto failed = [&](std::string_view key) {
+    const auto last = health::read_report(node.extra, key);
+    return last && !last->ok && last->source == policy->uid;
+  };
+  return failed(health::kExtraKey) || failed(health::kActiveExtraKey);
 }
 
 std::string health_step(const std::string& reason) {

@@ -27,16 +27,40 @@ inline constexpr std::string_view kHealthReason = "healthcheck: ";
 // The HealthCheck a NodeSet follows, as its planner needs it.
 struct HealthPolicy {
   std::string name;
-  std::string uid;               // what its checks' reports carry as their source
-  api::Remediation remediation;  // defaulted
+  std::string uid;                          // what its checks' reports carry as their source
+  api::Remediation remediation;             // defaulted
+  std::optional<api::ActiveChecks> active;  // defaulted; nullopt: no active checks
 };
 
 // The report on a pod's Slurm node that speaks for the pod: the policy's checks found it (its
 // source), in this pod, at or after the pod was made (a replacement inherits its node's Extra
 // until its first run writes; a HealthCheck made anew finds the report of the one before).
+// The passive checks' report, unless the active checks' last one failed: then that one.
 // nullopt: none yet.
 std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
                                          const HealthPolicy& policy);
+// The active checks' last report that speaks for the pod (as pod_report's); nullopt: none yet.
+std::optional<health::Report> active_report(const slurm::Node& node, const std::string& pod_created,
+                                            const HealthPolicy& policy);
+
+// ---- Active checks (docs/health.md, "Active checks")
+
+// Whether a running pod's node is due for its active checks at `now` (unix seconds): never
+// checked in this pod (after a replacement, with afterReplacement), or last checked an interval
+// ago. Not whether it can be taken now (check_ready).
+bool check_due(const slurm::Node& node, const std::string& pod_created, const HealthPolicy& policy,
+               int64_t now);
+// Whether the node can be taken for its check now: no job on it, in no reservation, not drained
+// (or drained only until the new pod's checks pass, which this plan undrains), responding.
+bool check_ready(const slurm::Node& node, bool undrained_by_this_plan);
+// The reservation of one node's check, from now until the job's time limit and a minute more,
+// for the user the operator's token names (SlurmUser).
+slurm::Reservation check_reservation(const std::string& node, const api::ActiveChecks& active,
+                                     slurm::Time now);
+// The check job: tightrope-health --active on that node, in that reservation, with the checks
+// and the policy's uid on its command line (the worker's mounted checks.json may be a minute
+// behind a HealthCheck just made or changed).
+slurm::JobSubmission check_job(const slurm::Node& node, const HealthPolicy& policy);
 
 // The value of the quarantine taint for a check: a label value ("script:fans" -> "script-fans").
 std::string taint_value(const std::string& check);

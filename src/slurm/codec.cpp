@@ -193,6 +193,8 @@ Node decode_node(const json& n, const ApiVersion& v, const std::string& where) {
   node.alloc_memory_mib = integer(n, "alloc_memory", where);
   node.address = str(n, "address", where);
   node.hostname = str(n, "hostname", where);
+  node.reservation = str(n, "reservation", where);
+  node.partitions = words(n, "partitions", where);
   node.boot_time = time_of(n, "boot_time", where);
   node.last_busy = time_of(n, "last_busy", where);
   return node;
@@ -248,6 +250,8 @@ std::vector<std::string> node_fields(const ApiVersion& v) {
           "alloc_memory",
           "address",
           "hostname",
+          "reservation",
+          "partitions",
           "boot_time",
           "last_busy",
           std::string(v.node_state),
@@ -546,6 +550,12 @@ json encode_job_submission(const JobSubmission& job, const ApiVersion& /*v*/) {
   }
   if (job.time_limit) {
     desc["time_limit"] = number_object(job.time_limit->count());
+  }
+  if (!job.reservation.empty()) {
+    desc["reservation"] = job.reservation;
+  }
+  if (job.exclusive) {
+    desc["exclusive"] = true;
   }
   return {{"job", desc}};
 }

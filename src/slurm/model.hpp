@@ -38,6 +38,8 @@ struct Node {
   int64_t alloc_memory_mib = 0;
   std::string address;
   std::string hostname;
+  std::string reservation;  // the reservation the node is in now, "" when none
+  std::vector<std::string> partitions;
   std::optional<Time> boot_time;
   std::optional<Time> last_busy;
 
@@ -110,6 +112,8 @@ struct JobSubmission {
   int tasks = 1;
   std::vector<std::string> required_nodes;
   std::optional<std::chrono::minutes> time_limit;
+  std::string reservation;
+  bool exclusive = false;  // the node whole, whatever the job asks
 };
 
 // A job that runs outside slurmd (an EXTERNAL_JOB): Slurm allocates nodes and keeps the

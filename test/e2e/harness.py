@@ -114,12 +114,13 @@ def drain_reason(node: str) -> str:
     return json.loads(slurm("scontrol", "show", "node", node, "--json"))["nodes"][0].get("reason", "")
 
 
-def health_report(node: str) -> dict:
-    """What tightrope-health last wrote into the node's Extra ({} before its first report)."""
+def health_report(node: str, key: str = "tightrope.slurm.net/health") -> dict:
+    """What tightrope-health last wrote into the node's Extra ({} before its first report); the
+    active checks' report under key tightrope.slurm.net/health-active."""
     nodes = json.loads(slurm("scontrol", "show", "node", node, "--json", check=False) or "{}").get("nodes") or [{}]
     out = nodes[0].get("extra", "")
     try:
-        return json.loads(out).get("tightrope.slurm.net/health", {})
+        return json.loads(out).get(key, {})
     except json.JSONDecodeError:
         return {}
 

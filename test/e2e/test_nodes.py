@@ -354,6 +354,67 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
     wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
 
 
+ACTIVE = "tightrope.slurm.net/health-active"
+
+
+def check_reservations() -> list[str]:
+    out = slurm("scontrol", "show", "reservation", "--json", check=False)
+    return [r["name"] for r in json.loads(out or "{}").get("reservations", []) if r["name"].startswith("tightrope-check-")]
+
+
+def test_active_checks_run_one_idle_worker_at_a_time_in_its_own_reservation_and_a_floor_drains():
+    """docs/health.md, active checks: each idle worker gets a Slurm job in a reservation of its node
+    alone, at most maxConcurrent at once, which measures the CPUs and the memory bandwidth and
+    reports them; the reservation goes once the report is in. A floor no node reaches drains one
+    worker with the figure, and the budget keeps the other."""
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "active", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 10, "timeoutSeconds": 5},
+                      "active": {"intervalSeconds": 600, "timeoutSeconds": 60, "maxConcurrent": 1},
+                      "remediation": {"maxUnhealthy": 1, "replace": False}}}
+    try:
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        uid = get(HEALTH_CHECK, "active")["metadata"]["uid"]
+        seen_at_once = 0
+        t0 = time.monotonic()
+
+        def all_checked():
+            nonlocal seen_at_once
+            seen_at_once = max(seen_at_once, len(check_reservations()))
+            reports = {h: health_report(h, ACTIVE) for h in where}
+            return all(r.get("source") == uid and r.get("ok") for r in reports.values()) and reports
+
+        reports = wait_until("both workers' active checks to pass", all_checked, 300, cluster_state, period=2)
+        print(f"active checks: both workers checked {time.monotonic() - t0:.0f} s after the HealthCheck; "
+              + "; ".join(f"{h}: {r['measured']}" for h, r in sorted(reports.items())))
+        assert seen_at_once <= 1, f"{seen_at_once} check reservations at once (maxConcurrent 1)"
+        for r in reports.values():
+            assert r["measured"]["cpuGflops"] > 0 and r["measured"]["memoryBandwidthMBps"] > 0, r
+            assert {"check": "active:nccl", "message": "no GPU on this node"} in r["skipped"], r
+        wait_until("the check reservations to go", lambda: not check_reservations(), 60, cluster_state)
+        assert len([m for m in events("ActiveCheckStarted") if "HealthCheck active" in m]) >= 2
+        assert sum(any(h in m for h in where) for m in events("ActiveCheckPassed")) >= 2
+        assert all(s == "idle" for s in node_states().values()), node_states()
+
+        # A floor no node reaches, under a new HealthCheck (its checks are due at once): the
+        # first worker checked is drained with the figure, the second waits at the budget.
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "active")
+        check["spec"]["active"]["minMemoryBandwidthMBps"] = 100000000
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        wait_until("the budget to stop the drains", lambda: nodeset_condition(NODESET, "WorkersHealthy").get(
+            "reason") == "BudgetExhausted", 300, cluster_state, period=3)
+        drained = [h for h, s in node_states().items() if s in ("drng", "drain")]
+        assert len(drained) == 1, node_states()
+        reason = drain_reason(drained[0])
+        assert "healthcheck: active:memory-bandwidth: " in reason and reason.endswith("MB/s, below 100000000"), reason
+    finally:
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "active", "--ignore-not-found", check=False)
+    # Without a HealthCheck the checks' drains go.
+    wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    assert not check_reservations()
+
+
 def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks():
     # The scaling mode changed on the NodeSet (as kubectl edit would): its pods are replaced,
     # drained first, by one on each Node.

@@ -62,7 +62,19 @@ std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interv
               {"checks", p.checks},
               {"mounts", p.mounts},
               {"source", h.metadata.uid}};
+  if (const auto& a = defaulted.spec.active) {
+    doc["active"] = active_checks_json(*a);
+  }
   return doc.dump();
+}
+
+json active_checks_json(const api::ActiveChecks& a) {
+  return {{"checks", a.checks},
+          {"timeoutSeconds", a.timeout_seconds},
+          {"minCpuGflops", a.min_cpu_gflops},
+          {"minMemoryBandwidthMBps", a.min_memory_bandwidth_mbps},
+          {"minNcclBusBandwidthGBps", a.min_nccl_bus_bandwidth_gbps},
+          {"ncclTests", a.nccl_tests}};
 }
 
 json build_health_config_map(const api::NodeSet& n, const api::HealthCheck& h,

@@ -31,6 +31,8 @@ int64_t health_check_timeout(int64_t interval);
 // checks.json for the program: the HealthCheck's spec.passive, defaulted, and the deadline by
 // which it must have finished, a little inside the cluster's HealthCheckTimeout.
 std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interval);
+// checks.json's "active" section, from a defaulted spec.active: what the check job runs.
+nlohmann::json active_checks_json(const api::ActiveChecks& active);
 
 // ConfigMap <nodeset>-health, owned by the HealthCheck: checks.json and, for each key of the
 // site's scripts ConfigMap, script.<key>. `cluster_interval`: health_check_interval() of the

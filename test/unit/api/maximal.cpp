@@ -206,6 +206,16 @@ HealthCheck maximal_health_check() {
   s.passive.mounts = {"/home", "/scratch"};
   s.passive.scripts = LocalRef{"site-health-checks"};
   s.passive.timeout_seconds = 20;
+  ActiveChecks& a = s.active.emplace();
+  a.interval_seconds = 43200;
+  a.after_replacement = false;
+  a.checks = {"cpu", "nccl"};
+  a.timeout_seconds = 300;
+  a.max_concurrent = "25%";
+  a.min_cpu_gflops = 100;
+  a.min_memory_bandwidth_mbps = 50000;
+  a.min_nccl_bus_bandwidth_gbps = 350;
+  a.nccl_tests = "/opt/nccl-tests/all_reduce_perf";
   s.remediation.max_unhealthy = "10%";
   s.remediation.replace = false;
   s.remediation.quarantine_after = 3;

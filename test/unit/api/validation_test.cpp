@@ -494,6 +494,24 @@ TEST(ValidateHealthCheck, TheBudgetIsACountOrAPercentageAboveZero) {
                                               "spec.remediation.windowSeconds"}));
 }
 
+TEST(ValidateHealthCheck, ActiveChecksAreKnownWithTimesInRangeAndFloorsNotNegative) {
+  auto h = valid_health_check();
+  h.spec.active.emplace();
+  apply_defaults(h);
+  EXPECT_THAT(validate(h), NamesFields(Fields{})) << "the defaults are valid";
+  EXPECT_EQ(h.spec.active->checks.size(), 3U);
+  h.spec.active->interval_seconds = 60;
+  h.spec.active->timeout_seconds = 5;
+  h.spec.active->checks = {"cpu", "hpl"};
+  h.spec.active->max_concurrent = "0%";
+  h.spec.active->min_memory_bandwidth_mbps = -1;
+  h.spec.active->nccl_tests = "all_reduce_perf";
+  EXPECT_THAT(validate(h),
+              NamesFields(Fields{"spec.active.intervalSeconds", "spec.active.timeoutSeconds",
+                                 "spec.active.checks[1]", "spec.active.maxConcurrent",
+                                 "spec.active.minMemoryBandwidthMBps", "spec.active.ncclTests"}));
+}
+
 LabelSelector one_term(LabelSelector::Requirement term) {
   LabelSelector s;
   s.match_expressions = {std::move(term)};

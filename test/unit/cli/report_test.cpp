@@ -89,6 +89,22 @@ TEST(Explain, AWorkerShowsItsHealthChecksAndItsNodeTheFailuresItKeeps) {
             0U);
 }
 
+TEST(Explain, AWorkerShowsItsActiveChecksFiguresAndWhetherOneIsUnderWay) {
+  Fixture f;
+  f.worker("w-0");
+  f.slurm_node("w-0").extra =
+      R"({"tightrope.slurm.net/health-active":{"ok":true,"at":1,"failed":[],)"
+      R"("measured":{"cpuGflops":7.5},"skipped":[{"check":"active:nccl","message":"no GPU"}]}})";
+  f.slurm_node("w-0").reservation = "tightrope-check-w-0";
+  auto report = explain(f.view, ExplainKind::kNode, "k8s-0");
+  ASSERT_TRUE(report) << report.error();
+  const json& active = (*report)["workers"][0]["slurmNode"]["activeChecks"];
+  EXPECT_EQ(active["ok"], true);
+  EXPECT_EQ(active["measured"]["cpuGflops"], 7.5);
+  EXPECT_EQ(active["skipped"][0], "active:nccl: no GPU");
+  EXPECT_EQ(active["underWay"], "in reservation tightrope-check-w-0");
+}
+
 TEST(Explain, AJobShowsItsReasonInWordsAndItsNodesPods) {
   Fixture f;
   f.worker("w-0");

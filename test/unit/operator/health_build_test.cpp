@@ -70,6 +70,17 @@ TEST(HealthBuild, SlurmStopsTheProgramBeforeItsNextRunAndTheProgramStopsItselfFi
   EXPECT_EQ(deadline(10), 4);
 }
 
+TEST(HealthBuild, ChecksJsonCarriesTheActiveChecksDefaultedOnlyWhenAskedFor) {
+  auto h = health_check("h", {});
+  EXPECT_FALSE(json::parse(health_checks_json(h, 60)).contains("active"));
+  h.spec.active.emplace().min_cpu_gflops = 20;
+  EXPECT_EQ(json::parse(health_checks_json(h, 60))["active"],
+            json::parse(R"({"checks":["cpu","memory-bandwidth","nccl"],"timeoutSeconds":120,)"
+                        R"("minCpuGflops":20,"minMemoryBandwidthMBps":0,)"
+                        R"("minNcclBusBandwidthGBps":0,)"
+                        R"("ncclTests":"/usr/local/bin/all_reduce_perf"})"));
+}
+
 TEST(HealthBuild, ASitesOwnHealthCheckProgramIsFoundInExtraConfWhateverItsCase) {
   api::Controller c;
   EXPECT_EQ(site_health_check_program(c), "");

@@ -577,16 +577,16 @@ TEST(ProgressMessage, SaysWhereTheNodeSetIsGoing) {
   EXPECT_EQ(progress_message(0, 0, 0, 0, 1, "r1"), "0 of 0 pods ready, 1 terminating");
 }
 
-TEST(DrainsInFlight, ADrainIsPendingUntilTheSnapshotShowsIt) {
-  DrainsInFlight d;
-  const DrainsInFlight::Clock::time_point t0{};
+TEST(WritesInFlight, ADrainIsPendingUntilTheSnapshotShowsIt) {
+  WritesInFlight d = drains_in_flight();
+  const WritesInFlight::Clock::time_point t0{};
   slurm::Node busy;
   busy.name = "cpu-1";
   busy.state = {"ALLOCATED"};
   std::map<std::string, slurm::Node> nodes{{"cpu-1", busy}};
   EXPECT_TRUE(d.pending("hpc/cpu", nodes, t0).empty());
   const std::string reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
-  d.drained("hpc/cpu", "cpu-1", reason, t0);
+  d.written("hpc/cpu", "cpu-1", reason, t0);
   EXPECT_EQ(d.pending("hpc/cpu", nodes, t0 + std::chrono::seconds(1)),
             (std::map<std::string, std::string>{{"cpu-1", reason}}));
   EXPECT_TRUE(d.pending("hpc/gpu", nodes, t0).empty()) << "per NodeSet";
@@ -597,11 +597,24 @@ TEST(DrainsInFlight, ADrainIsPendingUntilTheSnapshotShowsIt) {
   nodes["cpu-1"] = busy;
   EXPECT_TRUE(d.pending("hpc/cpu", nodes, t0 + std::chrono::seconds(3)).empty());
   // One the snapshot never shows lapses; an undrain written since ends it at once.
-  d.drained("hpc/cpu", "cpu-1", reason, t0);
-  EXPECT_TRUE(d.pending("hpc/cpu", nodes, t0 + DrainsInFlight::kDrainSeenWithin * 2).empty());
-  d.drained("hpc/cpu", "cpu-1", reason, t0);
+  d.written("hpc/cpu", "cpu-1", reason, t0);
+  EXPECT_TRUE(d.pending("hpc/cpu", nodes, t0 + d.seen_within() * 2).empty());
+  d.written("hpc/cpu", "cpu-1", reason, t0);
   d.undone("hpc/cpu", "cpu-1");
   EXPECT_TRUE(d.pending("hpc/cpu", nodes, t0).empty());
+}
+
+TEST(WritesInFlight, AnActiveCheckIsPendingUntilTheSnapshotShowsItsReservation) {
+  WritesInFlight c = checks_in_flight();
+  const WritesInFlight::Clock::time_point t0{};
+  slurm::Node idle;
+  idle.name = "cpu-1";
+  idle.state = {"IDLE"};
+  std::map<std::string, slurm::Node> nodes{{"cpu-1", idle}};
+  c.written("hpc/cpu", "cpu-1", "tightrope-check-cpu-1", t0);
+  EXPECT_EQ(c.pending("hpc/cpu", nodes, t0 + std::chrono::seconds(5)).count("cpu-1"), 1U);
+  nodes["cpu-1"].reservation = "tightrope-check-cpu-1";
+  EXPECT_TRUE(c.pending("hpc/cpu", nodes, t0 + std::chrono::seconds(6)).empty());
 }
 
 TEST(PodExpectations, ACreatedPodIsPendingUntilTheCacheShowsIt) {

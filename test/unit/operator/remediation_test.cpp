@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/defaults.hpp"
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "nodeset_bed.hpp"
@@ -31,7 +32,7 @@ int64_t unix_of(const char* rfc3339) {
 
 std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
                        const std::string& message = "3 GPUs present, Slurm registered 4") {
-  health::Report report{ok, at, {}, "hc-uid"};
+  health::Report report{ok, at, {}, "hc-uid", {}, {}};
   if (!ok) {
     report.failed.push_back({check, message});
   }
@@ -39,7 +40,7 @@ std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
 }
 
 HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_after = 2) {
-  HealthPolicy p{"gpu", "hc-uid", {}};
+  HealthPolicy p{"gpu", "hc-uid", {}, std::nullopt};
   p.remediation.max_unhealthy = std::move(max_unhealthy);
   p.remediation.replace = replace;
   p.remediation.quarantine_after = quarantine_after;
@@ -89,7 +90,8 @@ TEST(Remediation, TheTaintNamesTheCheckAsALabelValue) {
 }
 
 TEST(Remediation, ReasonsNameTheFirstCheckAndCountTheRest) {
-  health::Report r{false, 1, {{"gpus", "3 GPUs present"}, {"mounts", "/home is not mounted"}}, ""};
+  health::Report r{false, 1,  {{"gpus", "3 GPUs present"}, {"mounts", "/home is not mounted"}},
+                   "",    {}, {}};
   EXPECT_EQ(health_reason(r), "healthcheck: gpus: 3 GPUs present (and 1 more)");
   r.failed = {{"script:fan", "fan 3\nstopped"}};
   EXPECT_EQ(health_reason(r), "healthcheck: script:fan: fan 3 stopped");
@@ -391,6 +393,137 @@ TEST(RemediationPlan, ANodeSetThatFollowsNoHealthCheckLosesItsConditionAndItsChe
   ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
   EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy"), nullptr);
+}
+
+// ---- Active checks
+
+HealthPolicy with_active_checks(json max_concurrent = 1) {
+  HealthPolicy p = policy(true);
+  api::HealthCheck h;
+  h.spec.active.emplace().max_concurrent = std::move(max_concurrent);
+  api::apply_defaults(h);
+  p.active = h.spec.active;
+  return p;
+}
+
+std::string active_extra(const std::string& extra, bool ok, int64_t at) {
+  health::Report report{ok, at, {}, "hc-uid", {{"cpuGflops", 41.5}}, {}};
+  if (!ok) {
+    report.failed.push_back({"active:memory-bandwidth", "812.0 MB/s, below 10000"});
+  }
+  return health::with_report(extra, report, health::kActiveExtraKey);
+}
+
+TEST(ActiveCheckPlan, AnIdleWorkerNeverCheckedIsCheckedInItsOwnReservationWithinTheBudget) {
+  Bed bed(2, 2);
+  bed.world.health = with_active_checks();
+  bed.nodes["cpu-0"].extra = extra_with(true, kAfterPods);
+  bed.nodes["cpu-1"].extra = extra_with(true, kAfterPods);
+  bed.nodes["cpu-0"].partitions = {"cpu"};
+  NodeSetPlan plan = bed.plan();
+  const auto starts = all_of<StartActiveCheck>(plan);
+  ASSERT_EQ(starts.size(), 1U) << "maxConcurrent 1";
+  const StartActiveCheck& c = starts[0];
+  EXPECT_EQ(c.node, "cpu-0");
+  EXPECT_EQ(c.reservation.name, "tightrope-check-cpu-0");
+  EXPECT_EQ(c.reservation.nodes, "cpu-0");
+  EXPECT_EQ(c.reservation.users, std::vector<std::string>{"slurm"});
+  EXPECT_EQ(c.reservation.start_time, kNow);
+  EXPECT_EQ(c.reservation.end_time, kNow + std::chrono::minutes(3)) << "120 s and a minute";
+  EXPECT_EQ(c.job.reservation, "tightrope-check-cpu-0");
+  EXPECT_EQ(c.job.partition, "cpu");
+  EXPECT_EQ(c.job.required_nodes, std::vector<std::string>{"cpu-0"});
+  EXPECT_EQ(c.job.time_limit, std::chrono::minutes(2));
+  EXPECT_TRUE(c.job.exclusive);
+  EXPECT_EQ(c.job.script.rfind("#!/bin/sh\nexec /usr/local/sbin/tightrope-health --active '{", 0),
+            0U)
+      << "the checks on its command line, not the mounted checks.json a minute behind";
+  EXPECT_NE(c.job.script.find(R"("source":"hc-uid")"), std::string::npos);
+  EXPECT_EQ(action_for(plan, "cpu-0")->events.at(0).reason, "ActiveCheckStarted");
+  EXPECT_EQ(plan.health->steps.at("checking"), 1);
+  EXPECT_EQ(workers_healthy(bed, plan).message,
+            "no worker's report fails (HealthCheck gpu); active checks under way on 1 worker");
+
+  // Started, not shown yet: it counts, and nothing more starts.
+  bed.world.slurm.checks_in_flight = {{"cpu-0", "tightrope-check-cpu-0"}};
+  EXPECT_TRUE(all_of<StartActiveCheck>(bed.plan()).empty());
+  // Shown: the same.
+  bed.world.slurm.checks_in_flight.clear();
+  bed.nodes["cpu-0"].reservation = "tightrope-check-cpu-0";
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  EXPECT_TRUE(all_of<StartActiveCheck>(bed.plan()).empty());
+
+  // The job has reported and ended: the operator ends the reservation (Slurm refuses the job).
+  bed.nodes["cpu-0"].state = {"IDLE"};
+  bed.nodes["cpu-0"].extra =
+      active_extra(bed.nodes["cpu-0"].extra, true, unix_of("2026-12-03T11:59:00Z"));
+  plan = bed.plan();
+  const auto released = all_of<ReleaseReservation>(plan);
+  ASSERT_EQ(released.size(), 1U);
+  EXPECT_EQ(released[0].name, "tightrope-check-cpu-0");
+  EXPECT_EQ(action_for(plan, "cpu-0")->events.at(0).message,
+            "Active checks of cpu-0 (pod cpu-0) passed: cpuGflops 42");
+  EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty()) << "cpu-0's reservation still counts";
+  // Gone: the other node's turn; cpu-0's next in a day.
+  bed.nodes["cpu-0"].reservation.clear();
+  plan = bed.plan();
+  ASSERT_EQ(all_of<StartActiveCheck>(plan).size(), 1U);
+  EXPECT_EQ(all_of<StartActiveCheck>(plan)[0].node, "cpu-1");
+  ASSERT_TRUE(plan.look_again_at);
+  EXPECT_EQ(*plan.look_again_at, *kube::parse_time("2026-12-04T11:59:00Z"));
+}
+
+TEST(ActiveCheckPlan, ABusyDrainedOrReservedNodeWaitsAndNothingStartsWhileSlurmIsAway) {
+  Bed bed(3, 3);
+  bed.world.health = with_active_checks(3);
+  bed.nodes["cpu-0"].state = {"MIXED"};
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "hardware check";
+  bed.nodes["cpu-2"].reservation = "maintenance";
+  EXPECT_TRUE(all_of<StartActiveCheck>(bed.plan()).empty());
+  bed.nodes["cpu-2"].reservation.clear();
+  EXPECT_EQ(all_of<StartActiveCheck>(bed.plan()).size(), 1U);
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  EXPECT_TRUE(all_of<StartActiveCheck>(bed.plan()).empty());
+}
+
+TEST(ActiveCheckPlan, AFailingActiveCheckIsRemediatedAsAPassiveOneIs) {
+  Bed bed(2, 2);
+  bed.world.health = with_active_checks();
+  bed.nodes["cpu-0"].extra = active_extra(extra_with(true, kAfterPods), true, kAfterPods);
+  bed.nodes["cpu-1"].extra = active_extra(extra_with(true, kAfterPods), false, kAfterPods);
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: "
+            "active:memory-bandwidth: 812.0 MB/s, below 10000");
+  EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty()) << "a failing node is not checked again";
+}
+
+TEST(ActiveCheckPlan, AReplacementIsCheckedAsItsVerificationDrainIsLiftedBeforeAnyUserJob) {
+  Bed bed(2, 2);
+  bed.world.health = with_active_checks();
+  bed.nodes["cpu-0"].extra = active_extra(extra_with(true, kAfterPods), true, kAfterPods);
+  replace_cpu_1(bed, {"IDLE", "DRAIN"},
+                "slurm-operator: healthcheck: awaiting the first checks of pod hpc/cpu-1");
+  // The old pod's failing active report stays; the new pod's passive one passes.
+  bed.nodes["cpu-1"].extra =
+      active_extra(extra_with(true, unix_of("2026-12-03T11:51:00Z")), false, kAfterPods);
+  const NodeSetPlan plan = bed.plan();
+  std::vector<std::string> chain;
+  for (const auto& a : plan.actions) {
+    if (a.chain == "cpu-1") {
+      chain.push_back(
+          a.change.index() == Change(StartActiveCheck{}).index()
+              ? "check"
+              : (std::holds_alternative<UndrainSlurmNode>(a.change) ? "undrain" : "other"));
+    }
+  }
+  ASSERT_GE(chain.size(), 2U);
+  EXPECT_EQ(chain[0], "check");
+  EXPECT_EQ(chain[1], "undrain");
+  EXPECT_EQ(plan.health->checking, std::vector<std::string>{"cpu-1 (after replacement)"});
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ json drained_node() {
           {"real_memory", 1000},
           {"alloc_memory", 0},
           {"gres", ""},
+          {"reservation", "tightrope-check-n1"},
+          {"partitions", {"ns1", "all"}},
           {"boot_time", number(1796201068)},
           {"last_busy", number(1796203715)},
           {"next_state_after_reboot", {"INVALID"}},
