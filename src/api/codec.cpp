@@ -870,6 +870,9 @@ Decoded<HealthCheck> decode_health_check(const json& doc) {
       active.integer("minNcclBusBandwidthGBps", &a.min_nccl_bus_bandwidth_gbps);
       active.str("ncclTests", &a.nccl_tests);
     }
+    const Reader signals = s.child("signals");
+    signals.strings("nodeConditions", &spec.signals.node_conditions);
+    signals.boolean("podCordonRequested", &spec.signals.pod_cordon_requested);
     const Reader remediation = s.child("remediation");
     remediation.any("maxUnhealthy", &spec.remediation.max_unhealthy);
     remediation.boolean("replace", &spec.remediation.replace);
@@ -930,6 +933,10 @@ json encode(const HealthCheck& h) {
     put(active, "ncclTests", a.nccl_tests);
     spec["active"] = std::move(active);
   }
+  json signals = json::object();
+  put(signals, "nodeConditions", s.signals.node_conditions);
+  put(signals, "podCordonRequested", s.signals.pod_cordon_requested);
+  put(spec, "signals", signals);
   json remediation = json::object();
   if (!s.remediation.max_unhealthy.is_null()) {
     remediation["maxUnhealthy"] = s.remediation.max_unhealthy;

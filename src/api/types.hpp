@@ -453,6 +453,16 @@ struct ActiveChecks {
 inline constexpr std::array<std::string_view, 3> kBuiltinActiveChecks = {"cpu", "memory-bandwidth",
                                                                          "nccl"};
 
+// Signals from outside Tightrope's checks that fail a worker as a check would.
+struct HealthSignals {
+  // Kubernetes Node conditions (a node problem detector's, NVSentinel's) that fail every worker
+  // on that Node while True. They speak of the machine: the Node is quarantined at once.
+  std::vector<std::string> node_conditions;
+  // A pod's slinky.slurm.net/pod-cordon-requested (a health tool's request) fails the worker.
+  bool pod_cordon_requested = false;
+  bool operator==(const HealthSignals&) const = default;
+};
+
 struct Remediation {
   // At most this many of a NodeSet's nodes drained by checks at once: an integer or a
   // percentage; JSON so both survive. Default 1.
@@ -467,6 +477,7 @@ struct HealthCheckSpec {
   LabelSelector node_set_selector;  // NodeSets of the HealthCheck's namespace
   PassiveChecks passive;
   std::optional<ActiveChecks> active;  // none unless asked for
+  HealthSignals signals;
   Remediation remediation;
   bool operator==(const HealthCheckSpec&) const = default;
 };

@@ -380,6 +380,13 @@ FieldErrors validate(const HealthCheck& h) {
     require(errors, a.nccl_tests.empty() || a.nccl_tests.front() == '/', "spec.active.ncclTests",
             "must be an absolute path to all_reduce_perf");
   }
+  for (size_t i = 0; i < s.signals.node_conditions.size(); ++i) {
+    const std::string& type = s.signals.node_conditions[i];
+    require(errors, !type.empty() && type != "Ready",
+            "spec.signals.nodeConditions[" + std::to_string(i) + "]",
+            type.empty() ? "must name a Node condition type"
+                         : "must not be Ready: a Ready Node is the healthy one");
+  }
   const Remediation& r = s.remediation;
   require(errors, positive_count_or_percent(r.max_unhealthy), "spec.remediation.maxUnhealthy",
           "must be a positive integer or a positive percentage such as \"10%\"");

@@ -437,8 +437,8 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
   world.drain_on_node_conditions = runtime_.options().drain_on_node_conditions;
   const std::vector<api::HealthCheck> checks = health_checks_in(cache_, ns);
   if (const api::HealthCheck* h = build::selecting_health_check(checks, ns_ref)) {
-    world.health =
-        HealthPolicy{h->metadata.name, h->metadata.uid, h->spec.remediation, h->spec.active};
+    world.health = HealthPolicy{h->metadata.name, h->metadata.uid, h->spec.remediation,
+                                h->spec.active, h->spec.signals};
   }
   if (adoption_in_force(ns_ref.metadata)) {
     const auto it = ns_ref.metadata.annotations.find(std::string(api::kAnnotationAdoptedRevision));

@@ -428,7 +428,7 @@ struct Planner {
   void replace_exited();
   void choose();
   void remediate();
-  void record_on_node(const WorkerPod& w, const health::Report& report);
+  void record_on_node(const WorkerPod& w, const health::Report& report, bool hardware);
   void check_actively();
   bool start_check(const WorkerPod& w, const slurm::Node& node, bool undraining);
   void keep_finalizers_and_reservation();
@@ -680,9 +680,27 @@ void Planner::remediate() {
     if (node == nullptr || w.kube_node.empty() || w.phase != "Running") {
       continue;
     }
-    const auto report = pod_report(*node, w.created, *health);
+    auto report = pod_report(*node, w.created, *health);
     ++outlook.running;
     outlook.unreported += report ? 0 : 1;
+    // A signal from outside fails the worker as a check would; a Node condition is the
+    // machine's: its Node is quarantined at once, and a pod that stays on it (it tolerates the
+    // taint, or is pinned there) is drained, not replaced onto the same fault.
+    bool hardware = false;
+    bool stays = false;
+    if (!report || report->ok) {
+      const auto found = world.kube_nodes.find(w.kube_node);
+      const json* kube_node = found == world.kube_nodes.end() ? nullptr : &found->second->doc;
+      const int64_t now_s =
+          std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+      if (auto signal = signal_report(w, kube_node, *health, now_s)) {
+        report = std::move(signal->report);
+        hardware = signal->hardware;
+        // Where the replacement cannot go elsewhere, replacing it changes nothing.
+        stays = hardware &&
+                (daemon || n.spec.pin_to_node || tolerates_quarantine(n.spec.template_.spec));
+      }
+    }
     if (report && !report->ok) {
       const std::string reason = health_reason(*report);
       if (held.count(w.hostname) == 0) {
@@ -699,16 +717,16 @@ void Planner::remediate() {
           "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
               " failed its checks (HealthCheck " + health->name + "): " + reason +
               (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")};
-      if (replace) {
+      if (replace && !stays) {
         condemned.try_emplace(w.name, reason);
         health_failed.emplace(w.name, failed);
       } else {
         health_drains[w.name] = {with_operator_prefix(reason), failed};
       }
-      const char* step = replace ? "replacing" : "drained";
+      const char* step = replace && !stays ? "replacing" : "drained";
       ++outlook.steps[step];
       outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
-      record_on_node(w, *report);
+      record_on_node(w, *report, hardware);
     } else if (!report && awaits_verification(*node, health)) {
       const std::string key = kube::object_key(ns, w.name);
       health_drains[w.name] = {
@@ -724,7 +742,7 @@ void Planner::remediate() {
 
 // The failure recorded on the pod's Node (once per pod), and the Node quarantined once it has
 // failed quarantineAfter times within the window: its pods' replacements land elsewhere.
-void Planner::record_on_node(const WorkerPod& w, const health::Report& report) {
+void Planner::record_on_node(const WorkerPod& w, const health::Report& report, bool hardware) {
   const auto found = world.kube_nodes.find(w.kube_node);
   if (found == world.kube_nodes.end()) {
     return;
@@ -734,18 +752,21 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report) {
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   const NodeFailure failure{kube::object_key(ns, w.name), w.uid,
                             report.failed.empty() ? "" : report.failed.front().check, report.at};
-  const auto record = record_failure(*found->second, failure, r, now_s);
+  const auto record = record_failure(*found->second, failure, r, now_s, hardware);
   if (!record) {
     return;
   }
   std::vector<NodeSetEvent> events;
   if (record->quarantines) {
+    const std::string why = hardware
+                                ? "the Node itself reports " + failure.check
+                                : std::to_string(record->counted) + " failed checks within " +
+                                      std::to_string(r.window_seconds) + " s (quarantineAfter " +
+                                      std::to_string(r.quarantine_after) + ")";
     events.push_back({true, "NodeQuarantined",
                       "Tainted Node " + w.kube_node + " " + std::string(api::kTaintUnhealthy) +
-                          ":NoSchedule: " + std::to_string(record->counted) +
-                          " failed checks within " + std::to_string(r.window_seconds) +
-                          " s (quarantineAfter " + std::to_string(r.quarantine_after) +
-                          "); new pods go elsewhere until an administrator removes the taint"});
+                          ":NoSchedule: " + why +
+                          "; new pods go elsewhere until an administrator removes the taint"});
   }
   add(PatchKubeNode{w.kube_node,
                     record->quarantines ? "health failures and quarantine taint"

@@ -45,6 +45,57 @@ std::optional<health::Report> active_report(const slurm::Node& node, const std::
   return of_pod(health::read_report(node.extra, health::kActiveExtraKey), pod_created, policy);
 }
 
+std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
+                                    const HealthPolicy& policy, int64_t now) {
+  Signal out;
+  out.report.ok = false;
+  out.report.source = policy.uid;
+  if (kube_node != nullptr) {
+    for (const auto& c : kube_node->value("/status/conditions"_json_pointer, json::array())) {
+      const std::string type = c.value("type", "");
+      const auto& named = policy.signals.node_conditions;
+      if (c.value("status", "") != "True" ||
+          std::find(named.begin(), named.end(), type) == named.end()) {
+        continue;
+      }
+      const auto since = kube::parse_time(c.value("lastTransitionTime", ""));
+      out.report.at =
+          since
+              ? std::chrono::duration_cast<std::chrono::seconds>(since->time_since_epoch()).count()
+              : now;
+      const std::string reason = c.value("reason", "");
+      const std::string message = c.value("message", "");
+      out.report.failed.push_back(
+          {"node-condition:" + type,
+           !message.empty() ? message : (!reason.empty() ? reason : std::string("True"))});
+      out.hardware = true;
+      return out;
+    }
+  }
+  if (policy.signals.pod_cordon_requested && !w.cordon_request.empty()) {
+    const bool plain = w.cordon_request == "true" || w.cordon_request == "True";
+    out.report.at = now;
+    out.report.failed.push_back(
+        {"cordon-requested", plain ? "pod-cordon-requested is set" : w.cordon_request});
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool tolerates_quarantine(const json& pod_spec) {
+  for (const auto& t : pod_spec.value("tolerations", json::array())) {
+    const std::string key = t.value("key", "");
+    const std::string effect = t.value("effect", "");
+    const bool exists = t.value("operator", "Equal") == "Exists";
+    // The taint's value is the check's name: only Exists tolerates whatever check it is.
+    if (exists && (key.empty() || key == api::kTaintUnhealthy) &&
+        (effect.empty() || effect == "NoSchedule")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool check_due(const slurm::Node& node, const std::string& pod_created, const HealthPolicy& policy,
                int64_t now) {
   if (!policy.active) {
@@ -218,7 +269,8 @@ bool quarantined(const json& kube_node) {
 
 std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
                                          const NodeFailure& failure,
-                                         const api::Remediation& remediation, int64_t now) {
+                                         const api::Remediation& remediation, int64_t now,
+                                         bool at_once) {
   std::vector<NodeFailure> failures = node_failures(kube_node.doc);
   NodeRecord out;
   out.records = std::none_of(failures.begin(), failures.end(),
@@ -231,7 +283,8 @@ std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
     }
   }
   out.counted = failures_within(failures, now, remediation.window_seconds);
-  out.quarantines = out.counted >= remediation.quarantine_after && !quarantined(kube_node.doc);
+  out.quarantines =
+      (at_once || out.counted >= remediation.quarantine_after) && !quarantined(kube_node.doc);
   if (!out.records && !out.quarantines) {
     return std::nullopt;
   }

@@ -30,6 +30,7 @@ struct HealthPolicy {
   std::string uid;                          // what its checks' reports carry as their source
   api::Remediation remediation;             // defaulted
   std::optional<api::ActiveChecks> active;  // defaulted; nullopt: no active checks
+  api::HealthSignals signals;
 };
 
 // The report on a pod's Slurm node that speaks for the pod: the policy's checks found it (its
@@ -42,6 +43,20 @@ std::optional<health::Report> pod_report(const slurm::Node& node, const std::str
 // The active checks' last report that speaks for the pod (as pod_report's); nullopt: none yet.
 std::optional<health::Report> active_report(const slurm::Node& node, const std::string& pod_created,
                                             const HealthPolicy& policy);
+
+// A failure the policy's signals see on a pod (docs/health.md, "Signals from outside"): a Node
+// condition it names, True on the pod's Node (the machine's: `hardware`), else the pod's
+// pod-cordon-requested. As a report of the policy's checks, found when the condition last
+// changed (the request: `now`). nullopt: none.
+struct Signal {
+  health::Report report;
+  bool hardware = false;
+};
+std::optional<Signal> signal_report(const WorkerPod& w, const nlohmann::json* kube_node,
+                                    const HealthPolicy& policy, int64_t now);
+// Whether pods of this spec tolerate the quarantine taint: their replacement would land on a
+// quarantined Node again.
+bool tolerates_quarantine(const nlohmann::json& pod_spec);
 
 // ---- Active checks (docs/health.md, "Active checks")
 
@@ -108,9 +123,11 @@ struct NodeRecord {
   bool quarantines = false;  // the taint is new
   int64_t counted = 0;       // failures within the window, this one included
 };
+// `at_once`: a hardware signal, which quarantines whatever the count.
 std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
                                          const NodeFailure& failure,
-                                         const api::Remediation& remediation, int64_t now);
+                                         const api::Remediation& remediation, int64_t now,
+                                         bool at_once = false);
 
 // ---- What a HealthCheck's status shows
 

@@ -410,9 +410,58 @@ def test_active_checks_run_one_idle_worker_at_a_time_in_its_own_reservation_and_
         assert "healthcheck: active:memory-bandwidth: " in reason and reason.endswith("MB/s, below 100000000"), reason
     finally:
         kubectl("-n", NS, "delete", HEALTH_CHECK, "active", "--ignore-not-found", check=False)
+        for n in NODES:  # the floor's failures are kept on the Nodes, and may have quarantined one
+            kubectl("taint", "node", n, f"{UNHEALTHY}-", check=False)
+            kubectl("annotate", "node", n, "tightrope.slurm.net/health-failures-", check=False)
     # Without a HealthCheck the checks' drains go.
     wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
     assert not check_reservations()
+
+
+def node_condition(node: str, status: str):
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    patch = {"status": {"conditions": [{"type": "GpuXidError", "status": status, "reason": "XidError",
+                                        "message": "GPU 0: Xid 79, fallen off the bus",
+                                        "lastTransitionTime": now, "lastHeartbeatTime": now}]}}
+    kubectl("patch", "node", node, "--subresource=status", "--type=strategic", "-p", json.dumps(patch))
+
+
+def test_a_node_condition_named_as_a_signal_quarantines_its_node_at_once_and_the_worker_moves():
+    """docs/health.md, signals from outside: a Node condition the HealthCheck names (as a node
+    problem detector or NVSentinel sets it) fails the worker on that Node as a check would; the
+    Node is tainted at once (quarantineAfter 5 notwithstanding), and the idle worker is replaced
+    on the free Node."""
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "signals", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 10, "timeoutSeconds": 5},
+                      "signals": {"nodeConditions": ["GpuXidError"]},
+                      "remediation": {"maxUnhealthy": 1, "replace": True, "quarantineAfter": 5}}}
+    assert not tainted(node)
+    try:
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        (before,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        t0 = time.monotonic()
+        node_condition(node, "True")
+        wait_until(f"{node} quarantined", lambda: tainted(node), 60, cluster_state)
+        print(f"signal: {node} quarantined {time.monotonic() - t0:.0f} s after its condition")
+        assert any(node in m and "the Node itself reports node-condition:GpuXidError" in m
+                   for m in events("NodeQuarantined")), events("NodeQuarantined")
+        wait_until(f"{host} back on another Node", lambda: placement().get(host) not in (None, node) and
+                   before["metadata"]["uid"] not in {p["metadata"]["uid"] for p in workers()}, 240,
+                   cluster_state, period=3)
+        assert any(host in m and "node-condition:GpuXidError: GPU 0: Xid 79" in m
+                   for m in events("HealthCheckFailed")), events("HealthCheckFailed")
+        wait_until(f"{host} idle on its new Node", lambda: node_states().get(host) == "idle", 180, cluster_state,
+                   period=3)
+        print(f"signal: {host} back in service {time.monotonic() - t0:.0f} s after its Node's condition")
+    finally:
+        node_condition(node, "False")
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "signals", "--ignore-not-found", check=False)
+        kubectl("taint", "node", node, f"{UNHEALTHY}-", check=False)
+        kubectl("annotate", "node", node, "tightrope.slurm.net/health-failures-", check=False)
+    wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
 
 
 def test_daemonset_mode_runs_one_worker_on_every_node_and_cliques_become_blocks():

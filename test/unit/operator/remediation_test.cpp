@@ -40,7 +40,7 @@ std::string extra_with(bool ok, int64_t at, const std::string& check = "gpus",
 }
 
 HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_after = 2) {
-  HealthPolicy p{"gpu", "hc-uid", {}, std::nullopt};
+  HealthPolicy p{"gpu", "hc-uid", {}, std::nullopt, {}};
   p.remediation.max_unhealthy = std::move(max_unhealthy);
   p.remediation.replace = replace;
   p.remediation.quarantine_after = quarantine_after;
@@ -393,6 +393,94 @@ TEST(RemediationPlan, ANodeSetThatFollowsNoHealthCheckLosesItsConditionAndItsChe
   ASSERT_EQ(all_of<UndrainSlurmNode>(plan).size(), 1U);
   const NodeSetVerdict verdict = conclude(bed.world, plan, {}, "2026-12-03T12:00:00Z");
   EXPECT_EQ(find_condition(verdict.conditions, "WorkersHealthy"), nullptr);
+}
+
+// ---- Signals from outside
+
+// k8s-0 with `condition` True since 11:40, and the quarantine taint with `tainted`.
+void node_reports(Bed& bed, const std::string& condition, bool tainted) {
+  auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  node->doc["status"]["conditions"] =
+      json::array({{{"type", "Ready"}, {"status", "True"}},
+                   {{"type", condition},
+                    {"status", "True"},
+                    {"reason", "XidError"},
+                    {"message", "GPU 3: Xid 79, fallen off the bus"},
+                    {"lastTransitionTime", "2026-12-03T11:40:00Z"}}});
+  if (tainted) {
+    node->doc["spec"]["taints"] =
+        json::array({{{"key", api::kTaintUnhealthy}, {"effect", "NoSchedule"}}});
+  }
+  bed.world.kube_nodes["k8s-0"] = node;
+}
+
+TEST(SignalPlan, ANamedNodeConditionFailsItsWorkersAndQuarantinesTheNodeAtOnce) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  node_reports(bed, "GpuXidError", false);
+  EXPECT_TRUE(bed.plan().actions.empty()) << "a condition the HealthCheck does not name";
+
+  bed.world.health->signals.node_conditions = {"GpuXidError"};
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-0) is pending termination for healthcheck: "
+            "node-condition:GpuXidError: GPU 3: Xid 79, fallen off the bus");
+  const Action* patch = action_for(plan, "node/k8s-0");
+  ASSERT_NE(patch, nullptr);
+  const auto& change = std::get<PatchKubeNode>(patch->change);
+  EXPECT_EQ(change.patch["spec"]["taints"][0]["value"], "node-condition-GpuXidError")
+      << "quarantineAfter 2, yet at once: the Node's own word";
+  ASSERT_EQ(patch->events.size(), 1U);
+  EXPECT_EQ(patch->events[0].message,
+            "Tainted Node k8s-0 tightrope.slurm.net/unhealthy:NoSchedule: the Node itself "
+            "reports node-condition:GpuXidError; new pods go elsewhere until an administrator "
+            "removes the taint");
+  const auto failures =
+      node_failures(json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
+  ASSERT_EQ(failures.size(), 1U);
+  EXPECT_EQ(failures[0].at, unix_of("2026-12-03T11:40:00Z"));
+}
+
+TEST(SignalPlan, AWorkerThatStaysOnAQuarantinedNodeIsDrainedNotReplacedOntoTheSameFault) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  bed.world.health->signals.node_conditions = {"GpuXidError"};
+  node_reports(bed, "GpuXidError", true);
+  // Quarantined a moment ago: the pod still goes, its replacement lands elsewhere.
+  EXPECT_EQ(all_of<DrainSlurmNode>(bed.plan()).at(0).reason.find("pending termination"),
+            std::string("slurm-operator: Pod (hpc/cpu-0) is ").size());
+  // Its pods tolerate the taint: a replacement would come back to the same fault.
+  bed.world.nodeset.spec.template_.spec["tolerations"] =
+      json::array({{{"key", api::kTaintUnhealthy}, {"operator", "Exists"}}});
+  const std::string revision = build::nodeset_revision_name(
+      bed.world.nodeset, build::NodeSetInputs{*bed.world.controller});
+  bed.world.revisions = {{1, revision}};
+  bed.world.pods[0].revision = revision;
+  const NodeSetPlan plan = bed.plan();
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: healthcheck: node-condition:GpuXidError: GPU 3: Xid 79, fallen off "
+            "the bus");
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty());
+}
+
+TEST(SignalPlan, ACordonRequestIsAFailedCheckOnlyWhenTheHealthCheckSaysSo) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  bed.world.pods[0].cordon_request = "NVSentinel: GPU 2 row remap pending";
+  auto drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason, "slurm-operator: NVSentinel: GPU 2 row remap pending")
+      << "without the signal: drained while present, as Slinky does";
+  bed.world.health->signals.pod_cordon_requested = true;
+  drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-0) is pending termination for healthcheck: "
+            "cordon-requested: NVSentinel: GPU 2 row remap pending");
 }
 
 // ---- Active checks
