@@ -777,10 +777,10 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report, b
 
 void Planner::check_actively() {
   // Idle workers due for their active checks get them, at most maxConcurrent of the NodeSet at
-  // once: a reservation of the node alone, then the check job in it, which writes its report and
-  // ends the reservation. A replacement's check starts as its verification drain is lifted
-  // (kubernetes_to_slurm), so that no user's job reaches it first. Nothing while Slurm cannot be
-  // asked.
+  // once: a reservation of the node alone, then the check job in it, which writes its report; the
+  // reservation goes once the report is in. A replacement's check starts as its verification drain
+  // is lifted (kubernetes_to_slurm), so that no user's job reaches it first. Nothing while Slurm
+  // cannot be asked.
   if (health == nullptr || !health->active || !slurm_ok || !plan.health) {
     return;
   }
