@@ -1309,7 +1309,7 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
           false, "NodeProblem",
           "Kubernetes node " + w.kube_node + " reports " + problems + ": drained " + pod_words};
     } else if (cordon_requested) {
-      const bool plain = w.cordon_request == "true" || w.cordon_request == "True";
+      const bool plain = w.plain_cordon_request();
       reason = with_operator_prefix(plain ? "Pod (" + key + ") cordon was requested"
                                           : without_controls(w.cordon_request, 256));
       event = {false, "CordonRequested",

@@ -50,6 +50,8 @@ struct WorkerPod {
   bool operator_cordon = false;  // annotation operator-cordon=true: the operator set pod-cordon
   // A drain asked for with pod-cordon-requested: "true", or its reason; "" if none ("false").
   std::string cordon_request;
+  // "true": a request with no words of its own (any other text is the reason).
+  bool plain_cordon_request() const { return cordon_request == "true" || cordon_request == "True"; }
   // An administrator asked for its Slurm node to be drained (annotation drain-reason), "" if not.
   std::string drain_request;
   // Why a container cannot start ("container slurmd: ErrImagePull: ..."), "" when none is stuck.

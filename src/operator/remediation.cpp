@@ -73,10 +73,10 @@ std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
     }
   }
   if (policy.signals.pod_cordon_requested && !w.cordon_request.empty()) {
-    const bool plain = w.cordon_request == "true" || w.cordon_request == "True";
     out.report.at = now;
-    out.report.failed.push_back(
-        {"cordon-requested", plain ? "pod-cordon-requested is set" : w.cordon_request});
+    out.report.failed.push_back({"cordon-requested", w.plain_cordon_request()
+                                                         ? "pod-cordon-requested is set"
+                                                         : w.cordon_request});
     return out;
   }
   return std::nullopt;
@@ -121,6 +121,15 @@ bool check_ready(const slurm::Node& node, bool undrained_by_this_plan) {
          (!node.drain() || undrained_by_this_plan);
 }
 
+namespace {
+
+// The check job's time limit: timeoutSeconds, rounded up to Slurm's minutes.
+std::chrono::minutes check_time_limit(const api::ActiveChecks& active) {
+  return std::chrono::minutes((active.timeout_seconds + 59) / 60);
+}
+
+}  // namespace
+
 slurm::Reservation check_reservation(const std::string& node, const api::ActiveChecks& active,
                                      slurm::Time now) {
   slurm::Reservation r;
@@ -128,8 +137,7 @@ slurm::Reservation check_reservation(const std::string& node, const api::ActiveC
   r.nodes = node;
   r.users = {"slurm"};
   r.start_time = now;
-  const auto minutes = std::chrono::minutes((active.timeout_seconds + 59) / 60 + 1);
-  r.end_time = now + minutes;
+  r.end_time = now + check_time_limit(active) + std::chrono::minutes(1);
   return r;
 }
 
@@ -150,7 +158,7 @@ slurm::JobSubmission check_job(const slurm::Node& node, const HealthPolicy& poli
   job.script = "#!/bin/sh\nexec /usr/local/sbin/tightrope-health --active '" + quoted + "'\n";
   job.working_directory = "/tmp";
   job.required_nodes = {node.name};
-  job.time_limit = std::chrono::minutes((active.timeout_seconds + 59) / 60);
+  job.time_limit = check_time_limit(active);
   job.exclusive = true;
   return job;
 }
