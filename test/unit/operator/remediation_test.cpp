@@ -454,8 +454,8 @@ TEST(SignalPlan, AWorkerThatStaysOnAQuarantinedNodeIsDrainedNotReplacedOntoTheSa
   // Its pods tolerate the taint: a replacement would come back to the same fault.
   bed.world.nodeset.spec.template_.spec["tolerations"] =
       json::array({{{"key", api::kTaintUnhealthy}, {"operator", "Exists"}}});
-  const std::string revision = build::nodeset_revision_name(
-      bed.world.nodeset, build::NodeSetInputs{*bed.world.controller});
+  const std::string revision =
+      build::nodeset_revision_name(bed.world.nodeset, build::NodeSetInputs{*bed.world.controller});
   bed.world.revisions = {{1, revision}};
   bed.world.pods[0].revision = revision;
   const NodeSetPlan plan = bed.plan();
