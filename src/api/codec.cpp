@@ -872,6 +872,7 @@ Decoded<HealthCheck> decode_health_check(const json& doc) {
     }
     const Reader signals = s.child("signals");
     signals.strings("nodeConditions", &spec.signals.node_conditions);
+    signals.strings("deviceTaints", &spec.signals.device_taints);
     signals.boolean("podCordonRequested", &spec.signals.pod_cordon_requested);
     const Reader remediation = s.child("remediation");
     remediation.any("maxUnhealthy", &spec.remediation.max_unhealthy);
@@ -935,6 +936,7 @@ json encode(const HealthCheck& h) {
   }
   json signals = json::object();
   put(signals, "nodeConditions", s.signals.node_conditions);
+  put(signals, "deviceTaints", s.signals.device_taints);
   put(signals, "podCordonRequested", s.signals.pod_cordon_requested);
   put(spec, "signals", signals);
   json remediation = json::object();

@@ -458,6 +458,10 @@ struct HealthSignals {
   // Kubernetes Node conditions (a node problem detector's, NVSentinel's) that fail every worker
   // on that Node while True. They speak of the machine: the Node is quarantined at once.
   std::vector<std::string> node_conditions;
+  // DRA device taint keys ("*": any) that fail every worker on the Node of the tainted device,
+  // whether a driver put the taint in its ResourceSlice or a DeviceTaintRule selects the device.
+  // Like a Node condition, the machine's: the Node is quarantined at once.
+  std::vector<std::string> device_taints;
   // A pod's slinky.slurm.net/pod-cordon-requested (a health tool's request) fails the worker.
   bool pod_cordon_requested = false;
   bool operator==(const HealthSignals&) const = default;

@@ -43,6 +43,33 @@ bool dns_label(const std::string& s) {
   return true;
 }
 
+// A Kubernetes qualified name (a label key, a taint key): an optional DNS subdomain prefix and
+// "/", then up to 63 of [A-Za-z0-9-_.], starting and ending alphanumeric.
+bool qualified_name(const std::string& s) {
+  const size_t slash = s.find('/');
+  const std::string prefix = slash == std::string::npos ? "" : s.substr(0, slash);
+  const std::string name = slash == std::string::npos ? s : s.substr(slash + 1);
+  const auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (slash != std::string::npos) {
+    if (prefix.empty() || prefix.size() > 253) {
+      return false;
+    }
+    size_t start = 0;
+    while (start <= prefix.size()) {
+      const size_t dot = std::min(prefix.find('.', start), prefix.size());
+      if (!dns_label(prefix.substr(start, dot - start))) {
+        return false;
+      }
+      start = dot + 1;
+    }
+  }
+  if (name.empty() || name.size() > 63 || !alnum(name.front()) || !alnum(name.back())) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
 // maxUnavailable, maxUnhealthy: 3 or "25%", above zero.
 bool positive_count_or_percent(const nlohmann::json& value) {
   if (value.is_number_integer()) {
@@ -386,6 +413,12 @@ FieldErrors validate(const HealthCheck& h) {
             "spec.signals.nodeConditions[" + std::to_string(i) + "]",
             type.empty() ? "must name a Node condition type"
                          : "must not be Ready: a Ready Node is the healthy one");
+  }
+  for (size_t i = 0; i < s.signals.device_taints.size(); ++i) {
+    const std::string& key = s.signals.device_taints[i];
+    require(errors, key == "*" || qualified_name(key),
+            "spec.signals.deviceTaints[" + std::to_string(i) + "]",
+            "must be a device taint key (a label name such as gpu.example.com/xid) or \"*\"");
   }
   const Remediation& r = s.remediation;
   require(errors, positive_count_or_percent(r.max_unhealthy), "spec.remediation.maxUnhealthy",

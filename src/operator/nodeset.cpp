@@ -164,6 +164,36 @@ void PodExpectations::forget_all() {
 
 namespace {
 
+// The DRA device taints on the devices of these Nodes, by Node (none where the API server
+// serves no ResourceSlices).
+std::map<std::string, std::vector<DeviceTaint>> device_taints_on(
+    const ResourceCache& cache,
+    const std::map<std::string, std::shared_ptr<const kube::Document>>& kube_nodes) {
+  std::map<std::string, std::vector<DeviceTaint>> out;
+  if (!cache.caches(resources::resource_slices())) {
+    return out;
+  }
+  std::vector<ResourceCache::Ptr> rules;
+  if (cache.caches(resources::device_taint_rules())) {
+    rules = cache.list_all(resources::device_taint_rules());
+  }
+  std::vector<const json*> rule_docs;
+  for (const auto& r : rules) {
+    rule_docs.push_back(&r->doc);
+  }
+  for (const auto& [name, node] : kube_nodes) {
+    const auto slices = cache.by_index(resources::resource_slices(), cache_index::kNode, name);
+    std::vector<const json*> slice_docs;
+    for (const auto& slice : slices) {
+      slice_docs.push_back(&slice->doc);
+    }
+    if (auto taints = device_taints(slice_docs, rule_docs); !taints.empty()) {
+      out.emplace(name, std::move(taints));
+    }
+  }
+  return out;
+}
+
 // What Slinky's CRD requires in every NodeSet status written, for a path that counted nothing.
 json required_status(const std::string& nodeset_name) {
   return {{"nodeSetHash", ""}, {"selector", build::nodeset_selector(nodeset_name)}};
@@ -481,6 +511,10 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
         world.kube_nodes.emplace(name, std::move(node));
       }
     }
+  }
+
+  if (world.health && !world.health->signals.device_taints.empty()) {
+    world.device_taints = device_taints_on(cache_, world.kube_nodes);
   }
 
   // Slurm's side, from the cluster's connection (SlurmClients::reach): none yet (or the

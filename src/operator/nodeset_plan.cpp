@@ -693,7 +693,11 @@ void Planner::remediate() {
       const json* kube_node = found == world.kube_nodes.end() ? nullptr : &found->second->doc;
       const int64_t now_s =
           std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-      if (auto signal = signal_report(w, kube_node, *health, now_s)) {
+      const auto taints = world.device_taints.find(w.kube_node);
+      if (auto signal = signal_report(
+              w, kube_node,
+              taints == world.device_taints.end() ? std::vector<DeviceTaint>{} : taints->second,
+              *health, now_s)) {
         report = std::move(signal->report);
         hardware = signal->hardware;
         // Where the replacement cannot go elsewhere, replacing it changes nothing.

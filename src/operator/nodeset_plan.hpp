@@ -275,6 +275,9 @@ struct NodeSetWorld {
   // The Kubernetes Nodes, by name, as the cache holds them (shared, not copied): every one in
   // DaemonSet mode, else those its pods run on and its ordinals are pinned to.
   std::map<std::string, std::shared_ptr<const kube::Document>> kube_nodes;
+  // The DRA device taints on devices of those Nodes, by Node: read only for a HealthCheck whose
+  // signals name device taints.
+  std::map<std::string, std::vector<DeviceTaint>> device_taints;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
   // How the Controller's slurm.conf and cgroup.conf track and hold jobs; nullopt when they

@@ -6,6 +6,7 @@
 #include "api/well_known.hpp"
 #include "base/log.hpp"
 #include "operator/conditions.hpp"
+#include "operator/device_taints.hpp"
 #include "operator/reconcile_support.hpp"
 #include "operator/resources.hpp"
 #include "operator/watches.hpp"
@@ -54,6 +55,7 @@ void Operator::wire() {
   make_controllers();
   wire_slurm();
   wire_nodes();
+  wire_devices();
   std::vector<std::string> namespaces = runtime_.options().namespaces;
   if (namespaces.empty()) {
     namespaces.emplace_back();  // all
@@ -142,7 +144,7 @@ void Operator::wire_nodes() {
   const ResourceCache* cache = &cache_;
   NodeSetMetrics* const sync = nodeset_metrics_.get();
   by_kind_.nodesets->watch_mapped<Document>(kube_nodes, [cache, sync](const Document& node) {
-    std::vector<Request> out = nodesets_on_node(*cache, node);
+    std::vector<Request> out = nodesets_on_node(*cache, node.meta.name);
     if (sync != nullptr) {
       const auto now = NodeSetMetrics::Clock::now();
       for (const auto& r : out) {
@@ -188,6 +190,50 @@ void Operator::wire_nodes() {
       every_controller();
     }
   });
+}
+
+void Operator::wire_devices() {
+  // Where the API server serves them (DRA is GA since Kubernetes 1.34, DeviceTaintRules in v1
+  // since 1.37): an informer of a kind not served would never sync, and the operator never lead.
+  if (!runtime_.serves(resources::resource_slices().api_version(), "ResourceSlice", true)) {
+    log::info("operator.device_taints_unwatched",
+              {{"reason", "the API server does not serve resource.k8s.io/v1 ResourceSlice"}});
+    return;
+  }
+  // Slices as their taints and Node (decode_slice_taints), indexed by Node: a slice's taint
+  // concerns the NodeSets with a pod on its Node.
+  auto& slices = factory_.informer<Document>(resources::resource_slices(), "", decode_slice_taints);
+  slices.store().add_index(cache_index::kNode, slice_node);
+  cache_.add(resources::resource_slices(), &slices);
+  informers_.push_back(&slices);
+  const ResourceCache* cache = &cache_;
+  by_kind_.nodesets->watch_mapped<Document>(
+      slices,
+      [cache](const Document& slice) {
+        const auto node = slice_node(slice);
+        return node.empty() ? std::vector<Request>{} : nodesets_on_node(*cache, node.front());
+      },
+      [](const Document& before, const Document& after) { return before.doc != after.doc; });
+  if (!runtime_.serves(resources::device_taint_rules().api_version(), "DeviceTaintRule", true)) {
+    log::info("operator.device_taint_rules_unwatched",
+              {{"reason", "the API server does not serve resource.k8s.io/v1 DeviceTaintRule"}});
+    return;
+  }
+  // A rule may select devices anywhere: every NodeSet looks again (rules change seldom).
+  auto& rules =
+      factory_.informer<Document>(resources::device_taint_rules(), "", kube::decode_document);
+  cache_.add(resources::device_taint_rules(), &rules);
+  informers_.push_back(&rules);
+  by_kind_.nodesets->watch_mapped<Document>(
+      rules,
+      [cache](const Document&) {
+        std::vector<Request> out;
+        for (const auto& n : cache->list_all(resources::nodesets())) {
+          out.push_back({n->meta.namespace_name, n->meta.name});
+        }
+        return out;
+      },
+      spec_changed);
 }
 
 Operator::NamespaceInformers Operator::watch_namespace(const std::string& ns) {

@@ -45,8 +45,9 @@ class Operator final : public kube::Runnable {
   // The controllers, their informers and every mapping between them.
   void wire();
   void make_controllers();
-  void wire_slurm();  // the Slurm connections' changes
-  void wire_nodes();  // Kubernetes Nodes: cluster-wide
+  void wire_slurm();    // the Slurm connections' changes
+  void wire_nodes();    // Kubernetes Nodes: cluster-wide
+  void wire_devices();  // DRA devices' taints (ResourceSlices, DeviceTaintRules): cluster-wide
   struct NamespaceInformers {
     kube::Informer<kube::Document>* controller_inf;
     kube::Informer<kube::Document>* nodeset_inf;

@@ -46,10 +46,16 @@ std::optional<health::Report> active_report(const slurm::Node& node, const std::
 }
 
 std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
+                                    const std::vector<DeviceTaint>& node_device_taints,
                                     const HealthPolicy& policy, int64_t now) {
   Signal out;
   out.report.ok = false;
   out.report.source = policy.uid;
+  const auto seconds_at = [now](const std::string& time) {
+    const auto t = kube::parse_time(time);
+    return t ? std::chrono::duration_cast<std::chrono::seconds>(t->time_since_epoch()).count()
+             : now;
+  };
   if (kube_node != nullptr) {
     for (const auto& c : kube_node->value("/status/conditions"_json_pointer, json::array())) {
       const std::string type = c.value("type", "");
@@ -58,11 +64,7 @@ std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
           std::find(named.begin(), named.end(), type) == named.end()) {
         continue;
       }
-      const auto since = kube::parse_time(c.value("lastTransitionTime", ""));
-      out.report.at =
-          since
-              ? std::chrono::duration_cast<std::chrono::seconds>(since->time_since_epoch()).count()
-              : now;
+      out.report.at = seconds_at(c.value("lastTransitionTime", ""));
       const std::string reason = c.value("reason", "");
       const std::string message = c.value("message", "");
       out.report.failed.push_back(
@@ -71,6 +73,20 @@ std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
       out.hardware = true;
       return out;
     }
+  }
+  for (const auto& t : node_device_taints) {
+    if (!taint_wanted(t.key, policy.signals.device_taints)) {
+      continue;
+    }
+    out.report.at = seconds_at(t.time_added);
+    std::string what = t.driver + " " + t.device + ": " + (t.value.empty() ? t.key : t.value) +
+                       " (" + t.effect + ")";
+    if (!t.rule.empty()) {
+      what += ", by DeviceTaintRule " + t.rule;
+    }
+    out.report.failed.push_back({"device-taint:" + t.key, what});
+    out.hardware = true;
+    return out;
   }
   if (policy.signals.pod_cordon_requested && !w.cordon_request.empty()) {
     out.report.at = now;

@@ -14,6 +14,7 @@
 #include "api/types.hpp"
 #include "health/checks.hpp"
 #include "kube/object.hpp"
+#include "operator/device_taints.hpp"
 #include "slurm/model.hpp"
 
 namespace tightrope::op {
@@ -45,14 +46,16 @@ std::optional<health::Report> active_report(const slurm::Node& node, const std::
                                             const HealthPolicy& policy);
 
 // A failure the policy's signals see on a pod (docs/health.md, "Signals from outside"): a Node
-// condition it names, True on the pod's Node (the machine's: `hardware`), else the pod's
-// pod-cordon-requested. As a report of the policy's checks, found when the condition last
-// changed (the request: `now`). nullopt: none.
+// condition it names, True on the pod's Node, or a device taint it names on a device of that
+// Node (both the machine's: `hardware`), else the pod's pod-cordon-requested. As a report of the
+// policy's checks, found when the condition last changed or the taint was added (the request:
+// `now`). nullopt: none.
 struct Signal {
   health::Report report;
   bool hardware = false;
 };
 std::optional<Signal> signal_report(const WorkerPod& w, const nlohmann::json* kube_node,
+                                    const std::vector<DeviceTaint>& node_device_taints,
                                     const HealthPolicy& policy, int64_t now);
 // Whether pods of this spec tolerate the quarantine taint: their replacement would land on a
 // quarantined Node again.

@@ -57,6 +57,17 @@ const kube::ResourceType& resource_claim_templates() {
   return t;
 }
 
+const kube::ResourceType& resource_slices() {
+  static const kube::ResourceType t{"resource.k8s.io", "v1", "resourceslices", "ResourceSlice",
+                                    false};
+  return t;
+}
+const kube::ResourceType& device_taint_rules() {
+  static const kube::ResourceType t{"resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule",
+                                    false};
+  return t;
+}
+
 const kube::ResourceType* for_object(const std::string& api_version, const std::string& kind) {
   const std::array<const kube::ResourceType*, 16> known = {
       &kube::resources::config_maps(),

@@ -20,6 +20,9 @@ const kube::ResourceType& service_monitors();  // monitoring.coreos.com/v1
 // NVIDIA's DRA driver's IMEX domains, and the claim templates it makes for them.
 const kube::ResourceType& compute_domains();           // resource.nvidia.com/v1beta1
 const kube::ResourceType& resource_claim_templates();  // resource.k8s.io/v1
+// DRA devices and their taints (a HealthCheck's deviceTaints signal): cluster-scoped.
+const kube::ResourceType& resource_slices();     // resource.k8s.io/v1
+const kube::ResourceType& device_taint_rules();  // resource.k8s.io/v1 (Kubernetes 1.37)
 
 // The type of an object the operator builds, from its apiVersion and kind; nullptr for a kind
 // it never writes.

@@ -78,15 +78,14 @@ bool spec_changed(const kube::Document& before, const kube::Document& after) {
          (after.meta.generation == 0 && part(before, "/spec") != part(after, "/spec"));
 }
 
-std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache,
-                                            const kube::Document& node) {
+std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache, const std::string& node) {
   std::vector<kube::Request> out;
   for (const auto& nodeset : cache.list_all(resources::nodesets())) {
     if (nodeset->doc.value("/spec/scalingMode"_json_pointer, std::string()) == "DaemonSet") {
       out.push_back({nodeset->meta.namespace_name, nodeset->meta.name});
     }
   }
-  for (const auto& pod : cache.pods_by_index(cache_index::kNode, node.meta.name)) {
+  for (const auto& pod : cache.pods_by_index(cache_index::kNode, node)) {
     const kube::OwnerReference* owner = pod->meta.controller_ref();
     if (owner != nullptr && owner->kind == "NodeSet") {
       out.push_back({pod->meta.namespace_name, owner->name});

@@ -33,9 +33,9 @@ std::vector<kube::Request> controller_named(const kube::Document& object);
 // generation), its labels or annotations, or whether it is being deleted. A status write does not.
 bool spec_changed(const kube::Document& before, const kube::Document& after);
 
-// The NodeSets a Node's change concerns: those with a pod on it, and every DaemonSet-mode one
-// (any Node may start or stop being theirs).
-std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache, const kube::Document& node);
+// The NodeSets a change of a Node (or of its devices) concerns: those with a pod on it, and every
+// DaemonSet-mode one (any Node may start or stop being theirs).
+std::vector<kube::Request> nodesets_on_node(const ResourceCache& cache, const std::string& node);
 
 // A Node's GPU clique label, "" without one: a clique's change rewrites topology.yaml.
 std::string gpu_clique(const kube::Document& node);

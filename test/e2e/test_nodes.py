@@ -250,6 +250,13 @@ def events(reason: str) -> list[str]:
     return [e["message"] for e in json.loads(out)["items"]]
 
 
+def times(reason: str, about: str) -> int:
+    """How many times an event of `reason` whose message names `about` was recorded (repeats of
+    one event are counted in it, not listed)."""
+    out = kubectl("-n", NS, "get", "events", "--field-selector", f"reason={reason}", "-o", "json").stdout
+    return sum(e.get("count") or 1 for e in json.loads(out)["items"] if about in e["message"])
+
+
 def tainted(node: str) -> bool:
     doc = json.loads(kubectl("get", "node", node, "-o", "json").stdout)
     return any(t["key"] == UNHEALTHY for t in doc.get("spec", {}).get("taints") or [])
@@ -461,6 +468,87 @@ def test_a_node_condition_named_as_a_signal_quarantines_its_node_at_once_and_the
         kubectl("-n", NS, "delete", HEALTH_CHECK, "signals", "--ignore-not-found", check=False)
         kubectl("taint", "node", node, f"{UNHEALTHY}-", check=False)
         kubectl("annotate", "node", node, "tightrope.slurm.net/health-failures-", check=False)
+    wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+
+
+def gpu_slice(node: str, taints: list[dict] | None = None) -> dict:
+    """A ResourceSlice of two GPUs on `node`, as a DRA driver publishes it (the bed has no GPUs;
+    the test is the driver, and the API server, the operator and Slurm the real consumers)."""
+    devices = [{"name": f"gpu-{i}", "attributes": {"index": {"int": i}}} for i in range(2)]
+    if taints:
+        devices[1]["taints"] = taints
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-gpu.example.com"},
+            "spec": {"driver": "gpu.example.com", "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}}
+
+
+def test_a_device_taint_named_as_a_signal_moves_the_worker_whether_its_driver_or_a_rule_set_it():
+    """docs/health.md, signals from outside: a DRA device taint the HealthCheck names, on a device
+    of a worker's Node, fails the worker; the Node is quarantined at once and the worker moves.
+    First the driver's own taint in its ResourceSlice, then a DeviceTaintRule an administrator
+    writes for one device of another Node."""
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "device-signals", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 10, "timeoutSeconds": 5},
+                      "signals": {"deviceTaints": ["gpu.example.com/xid", "example.com/maintenance"]},
+                      "remediation": {"maxUnhealthy": 1, "replace": True, "quarantineAfter": 5}}}
+    rule = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+            "metadata": {"name": "gpu-1-hbm"},
+            "spec": {"taint": {"key": "example.com/maintenance", "value": "hbm-row-remap", "effect": "None"}}}
+    slices = [gpu_slice(n) for n in NODES]
+    kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": slices}))
+    moved: list[str] = []
+
+    def moves(host: str, node: str, before_uid: str, t0: float, what: str) -> str:
+        verified = times("HealthCheckPassed", f"Undrained {host} ")
+        wait_until(f"{node} quarantined", lambda: tainted(node), 60, cluster_state)
+        print(f"device signal ({what}): {node} quarantined {time.monotonic() - t0:.0f} s after the taint")
+        moved.append(node)
+        wait_until(f"{host} on another Node", lambda: placement().get(host) not in (None, node) and
+                   before_uid not in {p["metadata"]["uid"] for p in workers()}, 240, cluster_state, period=3)
+        wait_until(f"{host} idle on its new Node", lambda: node_states().get(host) == "idle", 180, cluster_state,
+                   period=3)
+        print(f"device signal ({what}): {host} back in service {time.monotonic() - t0:.0f} s after the taint")
+        # The new pod was held until its own checks passed: the old pod's preStop kept the reason.
+        assert times("HealthCheckPassed", f"Undrained {host} ") > verified, events("HealthCheckPassed")
+        return placement()[host]
+
+    try:
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        # As at a site, where the HealthCheck is older than the fault: its checks run everywhere.
+        uid = get(HEALTH_CHECK, "device-signals")["metadata"]["uid"]
+        wait_until("both workers checked under the HealthCheck", lambda: all(
+            health_report(h).get("source") == uid for h in where), 180, cluster_state, period=5)
+        (before,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        t0 = time.monotonic()
+        kubectl("apply", "-f", "-", stdin=json.dumps(gpu_slice(node, [
+            {"key": "gpu.example.com/xid", "value": "79", "effect": "NoSchedule"}])))
+        new_node = moves(host, node, before["metadata"]["uid"], t0, "the driver's")
+        assert any(host in m and "device-taint:gpu.example.com/xid: gpu.example.com gpu-1: 79 (NoSchedule)" in m
+                   for m in events("HealthCheckFailed")), events("HealthCheckFailed")
+        # The first Node repaired: its taint and quarantine gone, it takes the worker back when a
+        # rule taints a device of the worker's new Node.
+        kubectl("apply", "-f", "-", stdin=json.dumps(gpu_slice(node)))
+        kubectl("taint", "node", node, f"{UNHEALTHY}-", check=False)
+        kubectl("annotate", "node", node, "tightrope.slurm.net/health-failures-", check=False)
+        (before,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        rule["spec"]["deviceSelector"] = {"driver": "gpu.example.com", "pool": new_node, "device": "gpu-1"}
+        t0 = time.monotonic()
+        kubectl("apply", "-f", "-", stdin=json.dumps(rule))
+        moves(host, new_node, before["metadata"]["uid"], t0, "a DeviceTaintRule's")
+        assert any(host in m and "by DeviceTaintRule gpu-1-hbm" in m
+                   for m in events("HealthCheckFailed")), events("HealthCheckFailed")
+    finally:
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "device-signals", "--ignore-not-found", check=False)
+        kubectl("delete", "devicetaintrule", "gpu-1-hbm", "--ignore-not-found", check=False)
+        for s in slices:
+            kubectl("delete", "resourceslice", s["metadata"]["name"], "--ignore-not-found", check=False)
+        for n in moved:
+            kubectl("taint", "node", n, f"{UNHEALTHY}-", check=False)
+            kubectl("annotate", "node", n, "tightrope.slurm.net/health-failures-", check=False)
     wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
 
 

@@ -306,9 +306,14 @@ json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std
     entry["valueFrom"]["resourceFieldRef"] = ref;
     return entry;
   };
-  // The hostname is known here, so the hook names it: no shell substitution to go wrong.
-  const std::string terminating = "scontrol update nodename=" + hostname + " state=down reason='" +
-                                  std::string(api::kReasonPrefix) + "Pod is terminating'";
+  // The hostname is known here, so the hook names it. A node the operator drained for a failed
+  // health check keeps that reason while DOWN: it is how the replacement is known to wait for its
+  // own checks (remediation), and an outside signal's failure is on record nowhere else.
+  const std::string prefix(api::kReasonPrefix);
+  const std::string terminating =
+      "held=$(scontrol show node " + hostname + " 2>/dev/null | sed -n 's/^ *Reason=\\(" + prefix +
+      ".*healthcheck: .*\\) \\[[^]]*\\]$/\\1/p'); scontrol update nodename=" + hostname +
+      " state=down reason=\"${held:-" + prefix + "Pod is terminating}\"";
   // Built a part at a time: deeply nested initializer lists of json cost compilers and
   // clang-tidy minutes.
   json env = json::array();

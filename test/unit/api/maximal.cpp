@@ -217,6 +217,7 @@ HealthCheck maximal_health_check() {
   a.min_nccl_bus_bandwidth_gbps = 350;
   a.nccl_tests = "/opt/nccl-tests/all_reduce_perf";
   s.signals.node_conditions = {"GpuXidError"};
+  s.signals.device_taints = {"gpu.example.com/xid"};
   s.signals.pod_cordon_requested = true;
   s.remediation.max_unhealthy = "10%";
   s.remediation.replace = false;

@@ -512,6 +512,17 @@ TEST(ValidateHealthCheck, ActiveChecksAreKnownWithTimesInRangeAndFloorsNotNegati
                                  "spec.active.minMemoryBandwidthMBps", "spec.active.ncclTests"}));
 }
 
+TEST(ValidateHealthCheck, SignalsNameNodeConditionsOtherThanReadyAndDeviceTaintKeys) {
+  auto h = valid_health_check();
+  h.spec.signals.node_conditions = {"GpuXidError", "Ready", ""};
+  h.spec.signals.device_taints = {"*",    "gpu.example.com/xid",  "xid",       "bad key",
+                                  "/xid", "gpu..example.com/xid", "example/-x"};
+  EXPECT_THAT(validate(h),
+              NamesFields(Fields{"spec.signals.nodeConditions[1]", "spec.signals.nodeConditions[2]",
+                                 "spec.signals.deviceTaints[3]", "spec.signals.deviceTaints[4]",
+                                 "spec.signals.deviceTaints[5]", "spec.signals.deviceTaints[6]"}));
+}
+
 LabelSelector one_term(LabelSelector::Requirement term) {
   LabelSelector s;
   s.match_expressions = {std::move(term)};

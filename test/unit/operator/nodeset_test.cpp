@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -95,9 +97,7 @@ TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
             json({"-Z", "--conf-server", "slurm-controller.hpc:6817", "--conf", "Features=cpu"}));
   // Never an empty Topology= in the arguments.
   EXPECT_EQ(slurmd["args"].dump().find("Topology"), std::string::npos);
-  EXPECT_NE(slurmd["lifecycle"]["preStop"]["exec"]["command"][2].get<std::string>().find(
-                "nodename=cpu-1 state=down reason='slurm-operator: Pod is terminating'"),
-            std::string::npos);
+  EXPECT_EQ(slurmd["lifecycle"]["preStop"]["exec"]["command"][0], "/bin/sh");
   // slurmd's log file reaches `kubectl logs -c logfile` through a native sidecar.
   const json& sidecar = pod["spec"]["initContainers"][0];
   EXPECT_EQ(sidecar["name"], "logfile");
@@ -112,6 +112,43 @@ TEST(NodeSetPod, CarriesIdentityArgsAndSafety) {
   auto over = build::build_nodeset_pod(nodeset("  oversubscribeNode: true\n"), {c}, 0);
   ASSERT_TRUE(over);
   EXPECT_FALSE((*over)["spec"].contains("affinity"));
+}
+
+// The preStop hook, run by a shell against an scontrol that shows `reason` and records the
+// update it is asked for.
+std::string pre_stop_update(const std::string& reason) {
+  const auto built = build::build_nodeset_pod(nodeset(), {controller()}, 1);
+  EXPECT_TRUE(built);
+  const std::string hook =
+      (*built)["spec"]["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][2];
+  const std::string dir = ::testing::TempDir() + "prestop";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/updated");
+  std::ofstream(dir + "/scontrol") << "#!/bin/sh\n"
+                                      "if [ \"$1\" = show ]; then\n"
+                                      "  printf '   State=IDLE+DRAIN ThreadsPerCore=1\\n   "
+                                      "Reason=%s [slurm@2026-12-07T13:04:13]\\n' "
+                                      "\"$REASON\"\n"
+                                      "else printf '%s|' \"$@\" > \"$UPDATED\"; fi\n";
+  std::filesystem::permissions(dir + "/scontrol", std::filesystem::perms::owner_all);
+  std::ofstream(dir + "/hook") << hook;
+  const std::string command = "PATH=" + dir + ":/usr/bin:/bin REASON='" + reason +
+                              "' UPDATED=" + dir + "/updated /bin/sh " + dir + "/hook";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir + "/updated");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(NodeSetPod, ThePreStopHookMarksTheNodeDownAndKeepsAHealthChecksReason) {
+  EXPECT_EQ(pre_stop_update("slurm-operator: Pod (hpc/cpu-1) was cordoned"),
+            "update|nodename=cpu-1|state=down|reason=slurm-operator: Pod is terminating|");
+  EXPECT_EQ(pre_stop_update("slurm-operator: Pod (hpc/cpu-1) is pending termination for "
+                            "healthcheck: device-taint:gpu.example.com/xid: gpu-1 [3] (None)"),
+            "update|nodename=cpu-1|state=down|reason=slurm-operator: Pod (hpc/cpu-1) is pending "
+            "termination for healthcheck: device-taint:gpu.example.com/xid: gpu-1 [3] (None)|");
+  EXPECT_EQ(pre_stop_update("an admin: healthcheck: x"),
+            "update|nodename=cpu-1|state=down|reason=slurm-operator: Pod is terminating|")
+      << "only the operator's own drain is kept";
 }
 
 TEST(NodeSetPod, AStuckContainerSaysWhyAndProgressIsNoFailure) {

@@ -443,6 +443,41 @@ TEST(SignalPlan, ANamedNodeConditionFailsItsWorkersAndQuarantinesTheNodeAtOnce) 
   EXPECT_EQ(failures[0].at, unix_of("2026-12-03T11:40:00Z"));
 }
 
+TEST(SignalPlan, ANamedDeviceTaintOnItsNodeFailsTheWorkerAndQuarantinesTheNodeAtOnce) {
+  Bed bed(1, 1);
+  bed.world.health = policy(true);
+  bed.world.device_taints["k8s-0"] = {{"gpu.example.com", "k8s-0", "gpu-3", "gpu.example.com/xid",
+                                       "79", "NoSchedule", "2026-12-07T10:00:00Z", ""},
+                                      {"gpu.example.com", "k8s-0", "gpu-1",
+                                       "example.com/maintenance", "hbm", "None", "", "gpu-1-hbm"}};
+  EXPECT_TRUE(bed.plan().actions.empty()) << "taints the HealthCheck does not name";
+
+  bed.world.health->signals.device_taints = {"example.com/maintenance"};
+  auto drains = all_of<DrainSlurmNode>(bed.plan());
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-0) is pending termination for healthcheck: "
+            "device-taint:example.com/maintenance: gpu.example.com gpu-1: hbm (None), by "
+            "DeviceTaintRule gpu-1-hbm");
+
+  bed.world.health->signals.device_taints = {"*"};
+  const NodeSetPlan plan = bed.plan();
+  drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: Pod (hpc/cpu-0) is pending termination for healthcheck: "
+            "device-taint:gpu.example.com/xid: gpu.example.com gpu-3: 79 (NoSchedule)");
+  const Action* patch = action_for(plan, "node/k8s-0");
+  ASSERT_NE(patch, nullptr);
+  const auto& change = std::get<PatchKubeNode>(patch->change);
+  EXPECT_EQ(change.patch["spec"]["taints"][0]["value"], "device-taint-gpu.example.com-xid")
+      << "quarantineAfter 2, yet at once: a device of the machine";
+  const auto failures =
+      node_failures(json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
+  ASSERT_EQ(failures.size(), 1U);
+  EXPECT_EQ(failures[0].at, unix_of("2026-12-07T10:00:00Z")) << "when the taint was added";
+}
+
 TEST(SignalPlan, AWorkerThatStaysOnAQuarantinedNodeIsDrainedNotReplacedOntoTheSameFault) {
   Bed bed(1, 1);
   bed.world.health = policy(true);

@@ -120,16 +120,16 @@ TEST(Watches, ANodeWakesTheNodeSetsOfItsPodsAndEveryDaemonSetModeNodeSet) {
   c.put_pod("cpu-0", "k8s-1", "NodeSet");
   c.put_pod("cpu-1", "k8s-2", "NodeSet");
   c.put_pod("login-0", "k8s-1", "LoginSet");
-  const auto woken = nodesets_on_node(c.cache, node("k8s-1"));
+  const auto woken = nodesets_on_node(c.cache, "k8s-1");
   ASSERT_EQ(woken.size(), 1U) << "the NodeSet of cpu-0, not the LoginSet's pod";
   EXPECT_EQ(woken[0].key(), "hpc/cpu");
-  EXPECT_TRUE(nodesets_on_node(c.cache, node("k8s-3")).empty()) << "no pod there";
+  EXPECT_TRUE(nodesets_on_node(c.cache, "k8s-3").empty()) << "no pod there";
 
   kube::Document everywhere = nodeset(1);
   everywhere.meta.name = "gpu";
   everywhere.doc["spec"]["scalingMode"] = "DaemonSet";
   c.put(everywhere);
-  const auto on_empty = nodesets_on_node(c.cache, node("k8s-3"));
+  const auto on_empty = nodesets_on_node(c.cache, "k8s-3");
   ASSERT_EQ(on_empty.size(), 1U) << "a DaemonSet-mode NodeSet may want a pod on any Node";
   EXPECT_EQ(on_empty[0].key(), "hpc/gpu");
 }
