@@ -178,12 +178,14 @@ std::map<std::string, std::vector<DeviceTaint>> device_taints_on(
     rules = cache.list_all(resources::device_taint_rules());
   }
   std::vector<const json*> rule_docs;
+  rule_docs.reserve(rules.size());
   for (const auto& r : rules) {
     rule_docs.push_back(&r->doc);
   }
   for (const auto& [name, node] : kube_nodes) {
     const auto slices = cache.by_index(resources::resource_slices(), cache_index::kNode, name);
     std::vector<const json*> slice_docs;
+    slice_docs.reserve(slices.size());
     for (const auto& slice : slices) {
       slice_docs.push_back(&slice->doc);
     }

@@ -311,9 +311,9 @@ json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std
   // own checks (remediation), and an outside signal's failure is on record nowhere else.
   const std::string prefix(api::kReasonPrefix);
   const std::string terminating =
-      "held=$(scontrol show node " + hostname + " 2>/dev/null | sed -n 's/^ *Reason=\\(" + prefix +
-      ".*healthcheck: .*\\) \\[[^]]*\\]$/\\1/p'); scontrol update nodename=" + hostname +
-      " state=down reason=\"${held:-" + prefix + "Pod is terminating}\"";
+      "held=$(scontrol show node " + hostname + R"( 2>/dev/null | sed -n 's/^ *Reason=\()" +
+      prefix + R"(.*healthcheck: .*\) \[[^]]*\]$/\1/p'); scontrol update nodename=)" + hostname +
+      R"( state=down reason="${held:-)" + prefix + R"(Pod is terminating}")";
   // Built a part at a time: deeply nested initializer lists of json cost compilers and
   // clang-tidy minutes.
   json env = json::array();
