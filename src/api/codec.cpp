@@ -857,6 +857,7 @@ Decoded<HealthCheck> decode_health_check(const json& doc) {
     passive.strings("mounts", &spec.passive.mounts);
     passive.child("scripts").local_ref("configMapRef", &spec.passive.scripts);
     passive.integer("timeoutSeconds", &spec.passive.timeout_seconds);
+    passive.str("dcgmHost", &spec.passive.dcgm_host);
     if (s.has("active")) {
       const Reader active = s.child("active");
       ActiveChecks& a = spec.active.emplace();
@@ -917,6 +918,7 @@ json encode(const HealthCheck& h) {
     passive["scripts"]["configMapRef"]["name"] = s.passive.scripts->name;
   }
   put(passive, "timeoutSeconds", s.passive.timeout_seconds);
+  put(passive, "dcgmHost", s.passive.dcgm_host);
   put(spec, "passive", passive);
   if (s.active) {
     const ActiveChecks& a = *s.active;

@@ -428,11 +428,14 @@ struct PassiveChecks {
   std::vector<std::string> mounts;  // absolute paths that must be mounted
   std::optional<LocalRef> scripts;  // scripts.configMapRef: every key an executable check
   int64_t timeout_seconds = 0;      // default 30
+  // The DCGM host engine the dcgm check asks (dcgmi --host): host[:port]; "" is dcgmi's own
+  // default, this machine's.
+  std::string dcgm_host;
   bool operator==(const PassiveChecks&) const = default;
 };
 
-inline constexpr std::array<std::string_view, 4> kBuiltinHealthChecks = {"mounts", "memory", "cpus",
-                                                                         "gpus"};
+inline constexpr std::array<std::string_view, 5> kBuiltinHealthChecks = {"mounts", "memory", "cpus",
+                                                                         "gpus", "dcgm"};
 
 // Checks a Slurm job runs on an idle worker, in a reservation of that node alone, so that no
 // user job waits behind them: on a schedule and after each replacement.

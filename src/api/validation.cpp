@@ -372,13 +372,20 @@ FieldErrors validate(const HealthCheck& h) {
     const bool known = std::find(kBuiltinHealthChecks.begin(), kBuiltinHealthChecks.end(),
                                  p.checks[i]) != kBuiltinHealthChecks.end();
     require(errors, known, "spec.passive.checks[" + std::to_string(i) + "]",
-            "unknown check \"" + p.checks[i] + "\": must be mounts, memory, cpus or gpus");
+            "unknown check \"" + p.checks[i] + "\": must be mounts, memory, cpus, gpus or dcgm");
   }
   for (size_t i = 0; i < p.mounts.size(); ++i) {
     const std::string& m = p.mounts[i];
     require(errors, !m.empty() && m.front() == '/' && m.find("/../") == std::string::npos,
             "spec.passive.mounts[" + std::to_string(i) + "]", "must be an absolute path");
   }
+  // dcgmi's --host argument, passed as one argument (never through a shell): a name or an
+  // address, and a port.
+  require(errors,
+          p.dcgm_host.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                        "0123456789.:[]_-") == std::string::npos &&
+              (p.dcgm_host.empty() || p.dcgm_host.front() != '-'),
+          "spec.passive.dcgmHost", "must be host[:port], such as nvidia-dcgm.gpu-operator:5555");
   if (p.scripts) {
     require(errors, !p.scripts->name.empty(), "spec.passive.scripts.configMapRef.name",
             "required: the ConfigMap whose keys are the site's check scripts");

@@ -44,6 +44,7 @@ using tightrope::health::Readings;
 constexpr const char* kConfigDir = "/etc/tightrope/health";
 constexpr const char* kStateDir = "/run/tightrope-health";
 constexpr const char* kScontrol = "/usr/bin/scontrol";
+constexpr const char* kDcgmi = "/usr/bin/dcgmi";  // DCGM's own packages put it here
 
 struct Outcome {
   int exit_code = -1;
@@ -213,6 +214,33 @@ std::optional<int64_t> gpus_present() {
   return n > 0 ? std::optional<int64_t>(n) : std::nullopt;
 }
 
+// DCGM's health watches, where the image has dcgmi (docs/health.md, "Passive checks"). Watches
+// that are not set yet are set (all systems), and read from the next run on: DCGM judges what
+// it has watched, not a moment's sample.
+tightrope::health::DcgmReading read_dcgm(const Config& config, std::chrono::milliseconds timeout) {
+  std::vector<std::string> host;
+  if (!config.dcgm_host.empty()) {
+    host = {"--host", config.dcgm_host};
+  }
+  const auto dcgmi = [&](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), kDcgmi);
+    argv.insert(argv.end(), host.begin(), host.end());
+    return run(argv, timeout);
+  };
+  const Outcome check = dcgmi({"health", "--check", "--json"});
+  tightrope::health::DcgmReading out;
+  out.health = tightrope::health::parse_dcgm_health(check.output);
+  if (!out.health) {
+    out.said = check.timed_out ? "dcgmi did not answer" : check.output;
+    if (check.output.find("watches not enabled") != std::string::npos) {
+      const Outcome set = dcgmi({"health", "--set", "a"});
+      out.said +=
+          set.exit_code == 0 ? " (watches set now)" : " (setting watches: " + set.output + ")";
+    }
+  }
+  return out;
+}
+
 Readings read_machine(const Config& config, std::chrono::steady_clock::time_point deadline) {
   Readings r;
   r.cpus = usable_cpus();
@@ -228,6 +256,13 @@ Readings read_machine(const Config& config, std::chrono::steady_clock::time_poin
       r.mounts.push_back({path, false, false, ""});
     } else if (std::chrono::steady_clock::now() < deadline) {
       r.mounts.push_back(statfs_within(path, timeout));
+    }
+  }
+  if (std::find(config.checks.begin(), config.checks.end(), "dcgm") != config.checks.end() &&
+      access(kDcgmi, X_OK) == 0 && std::chrono::steady_clock::now() < deadline) {
+    r.dcgm = read_dcgm(config, timeout);
+    if (!r.dcgm->health) {
+      std::cout << "tightrope-health: dcgm: " << r.dcgm->said << "\n";
     }
   }
   std::vector<fs::path> scripts;

@@ -87,6 +87,7 @@ Result<Config, std::string> parse_config(std::string_view text) {
   if (!strings("mounts", &config.mounts)) {
     return fail(std::string("mounts: must be a list of strings"));
   }
+  config.dcgm_host = doc.value("dcgmHost", "");
   if (const auto active = doc.find("active"); active != doc.end()) {
     if (!active->is_object()) {
       return fail(std::string("active: must be an object"));
@@ -171,6 +172,19 @@ std::vector<Finding> judge(const Config& config, const Registered& registered,
                                " GPUs present, Slurm registered " +
                                std::to_string(registered.gpus)});
   }
+  // Only DCGM's Failure drains: a Warning (a GPU running hot, a correctable error count) is
+  // DCGM's advice, and a DCGM that cannot be asked says nothing of the machine.
+  if (wanted(config, "dcgm") && readings.dcgm && readings.dcgm->health &&
+      readings.dcgm->health->overall == "Failure") {
+    std::string what;
+    for (const auto& i : readings.dcgm->health->incidents) {
+      if (i.health == "Failure") {
+        what += (what.empty() ? "" : "; ") + i.entity + " " + i.system +
+                (i.message.empty() ? "" : ": " + i.message);
+      }
+    }
+    out.push_back({"dcgm", first_line(what.empty() ? "DCGM reports Failure" : what)});
+  }
   for (const auto& s : readings.scripts) {
     const std::string line = first_line(s.output);
     if (s.timed_out) {
@@ -179,6 +193,38 @@ std::vector<Finding> judge(const Config& config, const Registered& registered,
     } else if (s.exit_code != 0) {
       out.push_back(
           {"script:" + s.name, line.empty() ? "exit code " + std::to_string(s.exit_code) : line});
+    }
+  }
+  return out;
+}
+
+std::optional<DcgmHealth> parse_dcgm_health(std::string_view text) {
+  // dcgmi's JSON output: {"header": [...], "body": {"Overall Health": {"value": ..},
+  // "<entity group>": {"children": {"<id>": {"value": .., "children": {"Errors": {"children":
+  // {"<system>": {"value": .., "overflow": [<message parts>]}}}}}}}}}
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const json body = doc.is_object() ? doc.value("body", json()) : json();
+  if (!body.is_object() || !body.contains("Overall Health")) {
+    return std::nullopt;
+  }
+  DcgmHealth out;
+  out.overall = body["Overall Health"].value("value", "");
+  for (const auto& [group, entities] : body.items()) {
+    if (group == "Overall Health" || !entities.is_object()) {
+      continue;
+    }
+    const json children = entities.value("children", json::object());
+    for (const auto& [id, entity] : children.items()) {
+      const json systems = entity.value("/children/Errors/children"_json_pointer, json::object());
+      for (const auto& [system, verdict] : systems.items()) {
+        std::string message;
+        for (const auto& part : verdict.value("overflow", json::array())) {
+          if (part.is_string()) {
+            message += (message.empty() ? "" : " ") + part.get<std::string>();
+          }
+        }
+        out.incidents.push_back({group + " " + id, system, verdict.value("value", ""), message});
+      }
     }
   }
   return out;

@@ -35,8 +35,9 @@ struct Config {
   // By when the program must have finished (slurmd kills it at HealthCheckTimeout): it starts
   // no check after that.
   int64_t deadline_seconds = 50;
-  std::vector<std::string> checks;  // of mounts, memory, cpus, gpus
+  std::vector<std::string> checks;  // of mounts, memory, cpus, gpus, dcgm
   std::vector<std::string> mounts;
+  std::string dcgm_host;  // dcgmi --host; "" for dcgmi's default (this machine)
   // The HealthCheck these checks come from (its uid): a report carries it, so that the operator
   // acts only on what this HealthCheck's checks found, never on the report of one deleted since.
   std::string source;
@@ -71,6 +72,29 @@ struct ScriptResult {
   std::string output;  // stdout and stderr
 };
 
+// What DCGM's health watches say (`dcgmi health --check --json`): the overall verdict
+// ("Healthy", "Warning", "Failure") and each incident, e.g. GPU 3's Memory: Failure with
+// DCGM's own words.
+struct DcgmIncident {
+  std::string entity;  // "GPU 3", "NvSwitch 0"
+  std::string system;  // "Memory", "PCIe", "NVLink", ...
+  std::string health;  // "Warning", "Failure"
+  std::string message;
+  bool operator==(const DcgmIncident&) const = default;
+};
+struct DcgmHealth {
+  std::string overall;
+  std::vector<DcgmIncident> incidents;
+  bool operator==(const DcgmHealth&) const = default;
+};
+// nullopt when the text is not such a report (dcgmi said an error instead).
+std::optional<DcgmHealth> parse_dcgm_health(std::string_view text);
+
+struct DcgmReading {
+  std::optional<DcgmHealth> health;  // nullopt: DCGM did not answer with a report
+  std::string said;                  // dcgmi's words when it did not
+};
+
 struct Readings {
   int64_t cpus = 0;        // CPUs this container may run on
   int64_t memory_mib = 0;  // MemTotal
@@ -79,6 +103,8 @@ struct Readings {
   std::optional<int64_t> gpus;
   std::vector<MountReading> mounts;
   std::vector<ScriptResult> scripts;
+  // DCGM's health: nullopt where the machine has no dcgmi (no DCGM, nothing to ask).
+  std::optional<DcgmReading> dcgm;
 };
 
 struct Finding {

@@ -62,6 +62,9 @@ std::string health_checks_json(const api::HealthCheck& h, int64_t cluster_interv
               {"checks", p.checks},
               {"mounts", p.mounts},
               {"source", h.metadata.uid}};
+  if (!p.dcgm_host.empty()) {
+    doc["dcgmHost"] = p.dcgm_host;
+  }
   if (const auto& a = defaulted.spec.active) {
     doc["active"] = active_checks_json(*a);
   }

@@ -206,6 +206,7 @@ HealthCheck maximal_health_check() {
   s.passive.mounts = {"/home", "/scratch"};
   s.passive.scripts = LocalRef{"site-health-checks"};
   s.passive.timeout_seconds = 20;
+  s.passive.dcgm_host = "nvidia-dcgm.gpu-operator.svc:5555";
   ActiveChecks& a = s.active.emplace();
   a.interval_seconds = 43200;
   a.after_replacement = false;

@@ -512,6 +512,18 @@ TEST(ValidateHealthCheck, ActiveChecksAreKnownWithTimesInRangeAndFloorsNotNegati
                                  "spec.active.minMemoryBandwidthMBps", "spec.active.ncclTests"}));
 }
 
+TEST(ValidateHealthCheck, TheDcgmHostIsAHostAndPortNeverAnOption) {
+  auto h = valid_health_check();
+  h.spec.passive.dcgm_host = "nvidia-dcgm.gpu-operator.svc:5555";
+  EXPECT_THAT(validate(h), NamesFields(Fields{}));
+  h.spec.passive.dcgm_host = "[fd00::1]:5555";
+  EXPECT_THAT(validate(h), NamesFields(Fields{}));
+  for (const char* bad : {"-j", "host; reboot", "a b"}) {
+    h.spec.passive.dcgm_host = bad;
+    EXPECT_THAT(validate(h), NamesFields(Fields{"spec.passive.dcgmHost"})) << bad;
+  }
+}
+
 TEST(ValidateHealthCheck, SignalsNameNodeConditionsOtherThanReadyAndDeviceTaintKeys) {
   auto h = valid_health_check();
   h.spec.signals.node_conditions = {"GpuXidError", "Ready", ""};

@@ -7,6 +7,11 @@
 
 namespace tightrope::health {
 
+void PrintTo(const DcgmIncident& i, std::ostream* os);
+void PrintTo(const DcgmIncident& i, std::ostream* os) {
+  *os << i.entity << " " << i.system << " " << i.health << ": " << i.message;
+}
+
 // How GoogleTest prints a Finding in a failed comparison.
 void PrintTo(const Finding& f, std::ostream* os);
 void PrintTo(const Finding& f, std::ostream* os) {
@@ -20,7 +25,7 @@ using ::testing::IsEmpty;
 
 Config all_checks() {
   Config c;
-  c.checks = {"mounts", "memory", "cpus", "gpus"};
+  c.checks = {"mounts", "memory", "cpus", "gpus", "dcgm"};
   c.mounts = {"/home"};
   return c;
 }
@@ -46,8 +51,9 @@ Readings healthy() {
 TEST(HealthConfig, ReadsWhatTheOperatorWritesAndRefusesWrongTypes) {
   const auto c = parse_config(
       R"({"intervalSeconds":120,"timeoutSeconds":10,"deadlineSeconds":40,"checks":["gpus"],)"
-      R"("mounts":["/home"],"source":"hc-uid"})");
+      R"("mounts":["/home"],"source":"hc-uid","dcgmHost":"nvidia-dcgm.gpu-operator:5555"})");
   ASSERT_TRUE(c);
+  EXPECT_EQ(c->dcgm_host, "nvidia-dcgm.gpu-operator:5555");
   EXPECT_EQ(c->source, "hc-uid");
   EXPECT_EQ(c->interval_seconds, 120);
   EXPECT_EQ(c->deadline_seconds, 40);
@@ -133,6 +139,57 @@ TEST(Judge, AScriptFailsWithItsFirstLineOrItsExitCodeOrItsTimeout) {
               ElementsAre(Finding{"script:ib-ports", "mlx5_0 port 1 is Down"},
                           Finding{"script:quiet", "exit code 3"},
                           Finding{"script:slow", "did not finish within 30 s"}));
+}
+
+// `dcgmi health --check --json` as dcgmi lays it out: one GPU failing its memory watch (DCGM
+// splits a long message into parts), another warning of its temperature.
+constexpr const char* kDcgmFailure = R"({
+  "header": ["Health Monitor Report"],
+  "body": {
+    "Overall Health": {"value": "Failure"},
+    "GPU": {"children": {
+      "3": {"value": "Failure", "children": {"Errors": {"children": {
+        "Memory": {"value": "Failure",
+                   "overflow": ["A volatile double-bit ECC error has occurred on GPU 3.",
+                                "Drain the GPU and reset it or reboot the node."]}}}}},
+      "5": {"value": "Warning", "children": {"Errors": {"children": {
+        "Thermal": {"value": "Warning", "overflow": ["GPU 5 reached 91 C."]}}}}}}}
+  }
+})";
+
+TEST(Dcgm, ItsHealthReportIsReadEntityBySystem) {
+  const auto h = parse_dcgm_health(kDcgmFailure);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->overall, "Failure");
+  EXPECT_THAT(h->incidents,
+              ElementsAre(DcgmIncident{"GPU 3", "Memory", "Failure",
+                                       "A volatile double-bit ECC error has occurred on GPU 3. "
+                                       "Drain the GPU and reset it or reboot the node."},
+                          DcgmIncident{"GPU 5", "Thermal", "Warning", "GPU 5 reached 91 C."}));
+  const auto healthy =
+      parse_dcgm_health(R"({"header":["Health Monitor Report"],"body":{"Overall Health":)"
+                        R"({"value":"Healthy"}}})");
+  ASSERT_TRUE(healthy);
+  EXPECT_EQ(healthy->overall, "Healthy");
+  EXPECT_THAT(healthy->incidents, IsEmpty());
+  EXPECT_FALSE(parse_dcgm_health("Error: Health watches not enabled. Please enable watches."));
+}
+
+TEST(Dcgm, AFailureFailsTheCheckAWarningOrASilentDcgmDoesNot) {
+  Readings r = healthy();
+  r.dcgm = DcgmReading{parse_dcgm_health(kDcgmFailure), ""};
+  EXPECT_THAT(judge(all_checks(), gpu_node(), r),
+              ElementsAre(Finding{"dcgm",
+                                  "GPU 3 Memory: A volatile double-bit ECC error has occurred on "
+                                  "GPU 3. Drain the GPU and reset it or reboot the node."}));
+  r.dcgm->health->overall = "Warning";
+  EXPECT_THAT(judge(all_checks(), gpu_node(), r), IsEmpty());
+  r.dcgm = DcgmReading{std::nullopt, "Error: unable to establish a connection"};
+  EXPECT_THAT(judge(all_checks(), gpu_node(), r), IsEmpty()) << "DCGM away: nothing known";
+  r.dcgm = DcgmReading{parse_dcgm_health(kDcgmFailure), ""};
+  Config without = all_checks();
+  without.checks = {"gpus"};
+  EXPECT_THAT(judge(without, gpu_node(), r), IsEmpty());
 }
 
 TEST(Report, GoesUnderItsKeyAndKeepsTheRestOfExtra) {

@@ -53,7 +53,7 @@ TEST(HealthBuild, TheConfigMapHoldsTheDefaultedChecksAndTheSitesScripts) {
   EXPECT_EQ(cm["metadata"]["ownerReferences"][0]["uid"], "uid-gpu-workers");
   EXPECT_EQ(json::parse(cm["data"]["checks.json"].get<std::string>()),
             json::parse(R"({"intervalSeconds":60,"timeoutSeconds":30,"deadlineSeconds":42,)"
-                        R"("checks":["mounts","memory","cpus","gpus"],"mounts":["/home"],)"
+                        R"("checks":["mounts","memory","cpus","gpus","dcgm"],"mounts":["/home"],)"
                         R"("source":"uid-gpu-workers"})"));
   EXPECT_EQ(cm["data"]["script.ib-ports"], "#!/bin/sh\nexit 0\n");
 }
