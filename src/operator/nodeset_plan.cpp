@@ -1333,8 +1333,10 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
              !by_hand) {
     if (node.drain() && operator_reason(node.reason)) {
       const bool checked = health_drained(node);
-      if (checked && health_step(node.reason) == "verifying") {
-        start_check(w, node, true);  // before the undrain: no user's job comes first
+      if (checked) {
+        // A replacement's first check, or one due since the checks changed: started before the
+        // undrain, so no user's job comes first (start_check does nothing when none is due).
+        start_check(w, node, true);
       }
       add(UndrainSlurmNode{w.hostname, node.reason}, w.name, FailureEffect::kDeletionBlocked,
           "SlurmUpdateFailed",

@@ -8,6 +8,7 @@
 #include "base/text.hpp"
 #include "health/active.hpp"
 #include "kube/time.hpp"
+#include "operator/build/common.hpp"
 #include "operator/build/health.hpp"
 #include "operator/nodeset_plan.hpp"
 
@@ -20,9 +21,9 @@ namespace {
 // A report speaks for the pod when the policy's checks found it in this pod: its source, and at or
 // after the pod was made.
 std::optional<health::Report> of_pod(std::optional<health::Report> report,
-                                     const std::string& pod_created, const HealthPolicy& policy) {
+                                     const std::string& pod_created, const std::string& source) {
   const auto created = kube::parse_time(pod_created);
-  if (!report || !created || report->source != policy.uid ||
+  if (!report || !created || report->source != source ||
       report->at <
           std::chrono::duration_cast<std::chrono::seconds>(created->time_since_epoch()).count()) {
     return std::nullopt;
@@ -37,12 +38,25 @@ std::optional<health::Report> pod_report(const slurm::Node& node, const std::str
   if (auto active = active_report(node, pod_created, policy); active && !active->ok) {
     return active;
   }
-  return of_pod(health::read_report(node.extra), pod_created, policy);
+  return of_pod(health::read_report(node.extra), pod_created, policy.uid);
+}
+
+std::string active_source(const HealthPolicy& policy) {
+  if (!policy.active) {
+    return policy.uid;
+  }
+  return policy.uid + "/" +
+         build::sha256_hex(build::active_checks_json(*policy.active).dump()).substr(0, 12);
+}
+
+bool from_policy(const health::Report& report, const HealthPolicy& policy) {
+  return report.source == policy.uid || report.source.starts_with(policy.uid + "/");
 }
 
 std::optional<health::Report> active_report(const slurm::Node& node, const std::string& pod_created,
                                             const HealthPolicy& policy) {
-  return of_pod(health::read_report(node.extra, health::kActiveExtraKey), pod_created, policy);
+  return of_pod(health::read_report(node.extra, health::kActiveExtraKey), pod_created,
+                active_source(policy));
 }
 
 std::optional<Signal> signal_report(const WorkerPod& w, const json* kube_node,
@@ -121,8 +135,9 @@ bool check_due(const slurm::Node& node, const std::string& pod_created, const He
   if (!last) {
     // A pod whose node was never checked: a replacement (afterReplacement), or a pod the
     // schedule has not reached yet, checked first where it has no report at all.
+    // Never checked under these checks (a HealthCheck whose spec.active changed: at once).
     const auto before = health::read_report(node.extra, health::kActiveExtraKey);
-    if (!before || before->source != policy.uid ||
+    if (!before || before->source != active_source(policy) ||
         policy.active->after_replacement.value_or(true)) {
       return true;
     }
@@ -165,7 +180,7 @@ slurm::JobSubmission check_job(const slurm::Node& node, const HealthPolicy& poli
   job.reservation = health::check_reservation(node.name);
   // One shell word in single quotes: each ' of the JSON closes, escapes and reopens them.
   std::string config =
-      json{{"source", policy.uid}, {"active", build::active_checks_json(active)}}.dump(
+      json{{"source", active_source(policy)}, {"active", build::active_checks_json(active)}}.dump(
           -1, ' ', /*ensure_ascii=*/true);
   std::string quoted;
   for (const char ch : config) {
@@ -241,7 +256,7 @@ bool awaits_verification(const slurm::Node& node, const HealthPolicy* policy) {
   }
   const auto failed = [&](std::string_view key) {
     const auto last = health::read_report(node.extra, key);
-    return last && !last->ok && last->source == policy->uid;
+    return last && !last->ok && from_policy(*last, *policy);
   };
   return failed(health::kExtraKey) || failed(health::kActiveExtraKey);
 }

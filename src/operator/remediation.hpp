@@ -41,7 +41,14 @@ struct HealthPolicy {
 // nullopt: none yet.
 std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
                                          const HealthPolicy& policy);
-// The active checks' last report that speaks for the pod (as pod_report's); nullopt: none yet.
+// What the active checks' reports carry as their source: the HealthCheck's uid and a digest of
+// its spec.active, so that a report found under other checks (a floor since raised) is not taken
+// for one of these, and a change checks every worker again.
+std::string active_source(const HealthPolicy& policy);
+// Whether the policy's checks found the report, whichever spec.active they ran.
+bool from_policy(const health::Report& report, const HealthPolicy& policy);
+// The active checks' last report that speaks for the pod (as pod_report's), found under the
+// policy's present spec.active; nullopt: none yet.
 std::optional<health::Report> active_report(const slurm::Node& node, const std::string& pod_created,
                                             const HealthPolicy& policy);
 

@@ -529,8 +529,9 @@ HealthPolicy with_active_checks(json max_concurrent = 1) {
   return p;
 }
 
-std::string active_extra(const std::string& extra, bool ok, int64_t at) {
-  health::Report report{ok, at, {}, "hc-uid", {{"cpuGflops", 41.5}}, {}};
+std::string active_extra(const std::string& extra, bool ok, int64_t at,
+                         const HealthPolicy& under = with_active_checks()) {
+  health::Report report{ok, at, {}, active_source(under), {{"cpuGflops", 41.5}}, {}};
   if (!ok) {
     report.failed.push_back({"active:memory-bandwidth", "812.0 MB/s, below 10000"});
   }
@@ -561,7 +562,8 @@ TEST(ActiveCheckPlan, AnIdleWorkerNeverCheckedIsCheckedInItsOwnReservationWithin
   EXPECT_EQ(c.job.script.rfind("#!/bin/sh\nexec /usr/local/sbin/tightrope-health --active '{", 0),
             0U)
       << "the checks on its command line, not the mounted checks.json a minute behind";
-  EXPECT_NE(c.job.script.find(R"("source":"hc-uid")"), std::string::npos);
+  EXPECT_NE(c.job.script.find(R"("source":"hc-uid/)"), std::string::npos)
+      << "the HealthCheck's uid and a digest of its spec.active";
   EXPECT_EQ(action_for(plan, "cpu-0")->events.at(0).reason, "ActiveCheckStarted");
   EXPECT_EQ(plan.health->steps.at("checking"), 1);
   EXPECT_EQ(workers_healthy(bed, plan).message,
@@ -622,6 +624,24 @@ TEST(ActiveCheckPlan, AFailingActiveCheckIsRemediatedAsAPassiveOneIs) {
             "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: "
             "active:memory-bandwidth: 812.0 MB/s, below 10000");
   EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty()) << "a failing node is not checked again";
+}
+
+TEST(ActiveCheckPlan, ChangedActiveChecksCheckEveryWorkerAgainAndForgetTheOldVerdicts) {
+  Bed bed(2, 2);
+  bed.world.health = with_active_checks(2);
+  HealthPolicy before = *bed.world.health;
+  before.active->min_memory_bandwidth_mbps = 10000;
+  ASSERT_NE(active_source(before), active_source(*bed.world.health));
+  EXPECT_EQ(active_source(with_active_checks(1)), active_source(with_active_checks(2)))
+      << "how many run at once is not what they check";
+  // Passed an hour ago under the old checks, with a day's interval: due again at once.
+  bed.nodes["cpu-0"].extra =
+      active_extra(extra_with(true, kAfterPods), true, kAfterPods - 3600 + 120, before);
+  // Failed the old floor: not a verdict of these checks, so nothing drains for it.
+  bed.nodes["cpu-1"].extra = active_extra(extra_with(true, kAfterPods), false, kAfterPods, before);
+  const NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  EXPECT_EQ(all_of<StartActiveCheck>(plan).size(), 2U);
 }
 
 TEST(ActiveCheckPlan, AReplacementIsCheckedAsItsVerificationDrainIsLiftedBeforeAnyUserJob) {
