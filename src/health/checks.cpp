@@ -223,7 +223,9 @@ std::optional<DcgmHealth> parse_dcgm_health(std::string_view text) {
             message += (message.empty() ? "" : " ") + part.get<std::string>();
           }
         }
-        out.incidents.push_back({group + " " + id, system, verdict.value("value", ""), message});
+        std::string named = group;
+        named.append(" ").append(id);
+        out.incidents.push_back({named, system, verdict.value("value", ""), message});
       }
     }
   }
