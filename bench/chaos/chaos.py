@@ -192,6 +192,7 @@ class Fault:
     node: str = ""  # a Node fault's Node
     pod: str = ""  # the pod of a killed program
     hosts: set = field(default_factory=set)  # the Slurm nodes whose pods ran there when it struck
+    uid: str = ""  # health_failing: the failing pod, which must be replaced for the run to converge
 
 
 def nodes() -> list[str]:
@@ -272,6 +273,7 @@ def inject(f: Fault, rng: random.Random) -> None:
             raise AssertionError("no Ready worker to fail a check on")
         victim = rng.choice(candidates)
         f.pod = victim["metadata"]["name"]
+        f.uid = victim["metadata"]["uid"]
         f.hosts = {victim["spec"]["hostname"]}
         h.kubectl("-n", h.NS, "exec", f.pod, "-c", "slurmd", "--", "touch", HEALTH_MARKER)
         f.detail = f"the site's check fails on {f.pod} ({victim['spec']['hostname']})"
@@ -552,6 +554,10 @@ def one_run(seed: str, index: int, world: World, bound: float, force_step: str =
     while time.monotonic() < since + bound:
         try:
             last = divergence(world)
+            # The marker lives in the failing container: the run converges only once its pod is
+            # replaced (drained, its job ended, a new pod checked and undrained).
+            if not last and fault.uid and any(p["metadata"]["uid"] == fault.uid for p in h.workers()):
+                last = f"{fault.pod} (failing its check) not replaced yet"
         except (AssertionError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
             last = f"not readable: {str(e)[:200]}"
         if not last:

@@ -390,7 +390,7 @@ def test_active_checks_run_one_idle_worker_at_a_time_in_its_own_reservation_and_
             nonlocal seen_at_once
             seen_at_once = max(seen_at_once, len(check_reservations()))
             reports = {h: health_report(h, ACTIVE) for h in where}
-            return all(r.get("source") == uid and r.get("ok") for r in reports.values()) and reports
+            return all(r.get("source", "").startswith(f"{uid}/") and r.get("ok") for r in reports.values()) and reports
 
         reports = wait_until("both workers' active checks to pass", all_checked, 300, cluster_state, period=2)
         print(f"active checks: both workers checked {time.monotonic() - t0:.0f} s after the HealthCheck; "
@@ -404,17 +404,31 @@ def test_active_checks_run_one_idle_worker_at_a_time_in_its_own_reservation_and_
         assert sum(any(h in m for h in where) for m in events("ActiveCheckPassed")) >= 2
         assert all(s == "idle" for s in node_states().values()), node_states()
 
-        # A floor no node reaches, under a new HealthCheck (its checks are due at once): the
-        # first worker checked is drained with the figure, the second waits at the budget.
-        kubectl("-n", NS, "delete", HEALTH_CHECK, "active")
-        check["spec"]["active"]["minMemoryBandwidthMBps"] = 100000000
-        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        # A floor no node reaches, set on the same HealthCheck: its checks changed, so every
+        # worker is due again at once; the first checked is drained with the figure, the second
+        # waits at the budget.
+        first = {h: r["source"] for h, r in reports.items()}
+        floor = {"spec": {"active": {"minMemoryBandwidthMBps": 100000000}}}
+        t0 = time.monotonic()
+        kubectl("-n", NS, "patch", HEALTH_CHECK, "active", "--type=merge", "-p", json.dumps(floor))
         wait_until("the budget to stop the drains", lambda: nodeset_condition(NODESET, "WorkersHealthy").get(
             "reason") == "BudgetExhausted", 300, cluster_state, period=3)
+        print(f"active checks: a changed floor drained a worker {time.monotonic() - t0:.0f} s after the change")
         drained = [h for h, s in node_states().items() if s in ("drng", "drain")]
         assert len(drained) == 1, node_states()
         reason = drain_reason(drained[0])
         assert "healthcheck: active:memory-bandwidth: " in reason and reason.endswith("MB/s, below 100000000"), reason
+        assert health_report(drained[0], ACTIVE)["source"] != first[drained[0]], "found under the new checks"
+
+        # The floor lifted again (replace: false): the failure was found under other checks, so
+        # the drained worker is checked again, its check started before its undrain, and passes.
+        floor["spec"]["active"]["minMemoryBandwidthMBps"] = 0
+        t0 = time.monotonic()
+        kubectl("-n", NS, "patch", HEALTH_CHECK, "active", "--type=merge", "-p", json.dumps(floor))
+        wait_until(f"{drained[0]} checked again and undrained", lambda: node_states().get(drained[0]) == "idle" and
+                   health_report(drained[0], ACTIVE).get("ok") and
+                   health_report(drained[0], ACTIVE).get("source") == first[drained[0]], 180, cluster_state, period=2)
+        print(f"active checks: the floor lifted, {drained[0]} checked and back {time.monotonic() - t0:.0f} s after")
     finally:
         kubectl("-n", NS, "delete", HEALTH_CHECK, "active", "--ignore-not-found", check=False)
         for n in NODES:  # the floor's failures are kept on the Nodes, and may have quarantined one
