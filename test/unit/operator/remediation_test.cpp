@@ -398,6 +398,15 @@ TEST(RemediationPlan, ANodeSetThatFollowsNoHealthCheckLosesItsConditionAndItsChe
 // ---- Signals from outside
 
 // k8s-0 with `condition` True since 11:40, and the quarantine taint with `tainted`.
+// What a plan's patch of a Node says: the quarantine taint's value, the failures it keeps.
+std::string quarantined_for(const PatchKubeNode& change) {
+  return change.patch["spec"]["taints"][0].value("value", "");
+}
+std::vector<NodeFailure> recorded_failures(const PatchKubeNode& change) {
+  return node_failures(
+      json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
+}
+
 void node_reports(Bed& bed, const std::string& condition, bool tainted) {
   auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
   node->doc["status"]["conditions"] =
@@ -430,15 +439,14 @@ TEST(SignalPlan, ANamedNodeConditionFailsItsWorkersAndQuarantinesTheNodeAtOnce) 
   const Action* patch = action_for(plan, "node/k8s-0");
   ASSERT_NE(patch, nullptr);
   const auto& change = std::get<PatchKubeNode>(patch->change);
-  EXPECT_EQ(change.patch["spec"]["taints"][0]["value"], "node-condition-GpuXidError")
+  EXPECT_EQ(quarantined_for(change), "node-condition-GpuXidError")
       << "quarantineAfter 2, yet at once: the Node's own word";
   ASSERT_EQ(patch->events.size(), 1U);
   EXPECT_EQ(patch->events[0].message,
             "Tainted Node k8s-0 tightrope.slurm.net/unhealthy:NoSchedule: the Node itself "
             "reports node-condition:GpuXidError; new pods go elsewhere until an administrator "
             "removes the taint");
-  const auto failures =
-      node_failures(json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
+  const auto failures = recorded_failures(change);
   ASSERT_EQ(failures.size(), 1U);
   EXPECT_EQ(failures[0].at, unix_of("2026-12-03T11:40:00Z"));
 }
@@ -470,10 +478,9 @@ TEST(SignalPlan, ANamedDeviceTaintOnItsNodeFailsTheWorkerAndQuarantinesTheNodeAt
   const Action* patch = action_for(plan, "node/k8s-0");
   ASSERT_NE(patch, nullptr);
   const auto& change = std::get<PatchKubeNode>(patch->change);
-  EXPECT_EQ(change.patch["spec"]["taints"][0]["value"], "device-taint-gpu.example.com-xid")
+  EXPECT_EQ(quarantined_for(change), "device-taint-gpu.example.com-xid")
       << "quarantineAfter 2, yet at once: a device of the machine";
-  const auto failures =
-      node_failures(json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
+  const auto failures = recorded_failures(change);
   ASSERT_EQ(failures.size(), 1U);
   EXPECT_EQ(failures[0].at, unix_of("2026-12-07T10:00:00Z")) << "when the taint was added";
 }
