@@ -324,6 +324,19 @@ def jobs_confined(reason: str):
     return c if c.get("reason") == reason else None
 
 
+def over_its_memory(*where: str) -> subprocess.CompletedProcess:
+    """A task reading 300 MB into memory in a 50 MB job, which Slurm's cgroup is to kill. The job's
+    own time limit bounds it: a task that is not killed ends the job TIMEOUT, and the failure shows
+    the queue and the node rather than an exec that never came back."""
+    try:
+        return kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", *where, "--mem=50M", "--time=1",
+                       "sh", "-c", "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=180)
+    except subprocess.TimeoutExpired as e:
+        queue = slurm("squeue", "-t", "all", "-o", "%i %T %R %M %N", check=False)
+        nodes = slurm("scontrol", "show", "node", check=False)
+        raise AssertionError(f"srun over its memory did not end: {e}\n{queue}\n{nodes}") from None
+
+
 def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tmp_path):
     try:
         # Without the memory request the NodeSet says what the host withholds and what to do.
@@ -345,8 +358,7 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
             line = next(l for l in cgroups.splitlines() if l.split(":")[1] == controller)
             assert "/slurm_slinky-0/uid_0/job_" in line and "/step_0" in line, cgroups
         # Over its memory: Slurm's cgroup kills the task, srun says why, the job ends OUT_OF_MEMORY.
-        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "--mem=50M", "sh", "-c",
-                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        r = over_its_memory()
         assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
         job = slurm("squeue", "-h", "-t", "all", "-o", "%i %T", check=False).split()
         last = max(int(j) for j in job[0::2])
@@ -385,8 +397,7 @@ def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tm
         cgroups = slurm("srun", "-w", host, "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
         memory = next(line for line in cgroups.splitlines() if line.split(":")[1] == "memory")
         assert "/job_" in memory and "/step_0" in memory, cgroups
-        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-w", host, "--mem=50M", "sh", "-c",
-                    "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        r = over_its_memory("-w", host)
         assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
         # The host's devices stay out of the container (a privileged one has them all).
         devices = kubectl("-n", NS, "exec", pod["metadata"]["name"], "-c", "slurmd", "--", "ls", "/dev").stdout.split()
@@ -516,8 +527,7 @@ def test_jobs_get_autodetected_gpus_and_only_theirs_cpus_and_memory_by_default(t
 
         # Memory: over its 50 MB the task is killed by its cgroup; the pod and slurmd live on.
         before = pods["gpu-0"]
-        r = kubectl("-n", NS, "exec", login_pod(), "-c", "login", "--", "srun", "-p", "gpu", "-w", "gpu-0",
-                    "--mem=50M", "sh", "-c", "head -c 300M /dev/zero | tail >/dev/null", check=False, timeout=90)
+        r = over_its_memory("-p", "gpu", "-w", "gpu-0")
         assert r.returncode != 0 and "Out Of Memory" in r.stderr, r.stderr
         after = {p["spec"]["hostname"]: p for p in workers()}["gpu-0"]
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
