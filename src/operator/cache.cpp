@@ -1,6 +1,9 @@
 #include "operator/cache.hpp"
 
+#include <algorithm>
+
 #include "kube/resource.hpp"
+#include "operator/remediation.hpp"
 
 namespace tightrope::op {
 
@@ -19,6 +22,16 @@ std::vector<std::string> controller_of(const kube::Document& object) {
     return {};
   }
   return {kube::object_key(object.meta.namespace_name, name)};
+}
+
+std::vector<std::string> failed_pods(const kube::Document& kube_node) {
+  std::vector<std::string> out;
+  for (auto& f : op::node_failures(kube_node.doc)) {
+    if (std::find(out.begin(), out.end(), f.pod) == out.end()) {
+      out.push_back(std::move(f.pod));
+    }
+  }
+  return out;
 }
 
 }  // namespace cache_index

@@ -22,9 +22,12 @@ namespace cache_index {
 inline constexpr const char* kOwner = "owner-uid";        // the owners' uids (pods, revisions)
 inline constexpr const char* kNode = "node";              // pods: spec.nodeName
 inline constexpr const char* kController = "controller";  // "<ns>/<spec.controllerRef.name>"
+// Kubernetes Nodes: the pods ("<ns>/<name>") whose failed health checks each Node records.
+inline constexpr const char* kFailedPod = "failed-pod";
 
 std::vector<std::string> node_of(const CachedPod& pod);
 std::vector<std::string> controller_of(const kube::Document& object);
+std::vector<std::string> failed_pods(const kube::Document& kube_node);
 }  // namespace cache_index
 
 class ResourceCache {

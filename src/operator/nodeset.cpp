@@ -515,6 +515,22 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     }
   }
 
+  if (world.health) {
+    for (const auto& w : world.pods) {
+      const std::string pod = kube::object_key(ns, w.name);
+      for (const auto& node :
+           cache_.by_index(kube::resources::nodes(), cache_index::kFailedPod, pod)) {
+        if (node->meta.name == w.kube_node) {
+          continue;
+        }
+        for (auto& f : node_failures(node->doc)) {
+          if (f.pod == pod) {
+            world.failures_elsewhere[w.name].emplace_back(node->meta.name, std::move(f));
+          }
+        }
+      }
+    }
+  }
   if (world.health && !world.health->signals.device_taints.empty()) {
     world.device_taints = device_taints_on(cache_, world.kube_nodes);
   }

@@ -429,7 +429,19 @@ struct Planner {
   void choose();
   void remediate();
   void record_on_node(const WorkerPod& w, const health::Report& report, bool hardware);
+  const std::pair<std::string, NodeFailure>* failed_before(const WorkerPod& w,
+                                                           const health::Report& report) const {
+    const auto found = world.failures_elsewhere.find(w.name);
+    if (found == world.failures_elsewhere.end() || report.failed.empty()) {
+      return nullptr;
+    }
+    const int64_t now_s =
+        std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+    return fault_follows_pod(found->second, w.uid, report.failed.front().check, now_s,
+                             health->remediation.window_seconds);
+  }
   void check_actively();
+  void release_checks_left_behind();
   bool start_check(const WorkerPod& w, const slurm::Node& node, bool undraining);
   void keep_finalizers_and_reservation();
   void drain_and_delete();
@@ -657,6 +669,14 @@ void Planner::choose() {
   active = std::move(victims.order);
 }
 
+std::string follows_pod_words(const std::pair<std::string, NodeFailure>& before) {
+  return "; drained, not replaced: its predecessor (uid " + before.second.uid + ") failed " +
+         before.second.check + " on Node " + before.first + " at " +
+         kube::format_time(slurm::Time(std::chrono::seconds(before.second.at))) +
+         ", so the fault follows the pod (its image, its spec, or a check that cannot pass in "
+         "it), not a Node, and no Node is charged with it; mend the cause, then delete the pod";
+}
+
 void Planner::remediate() {
   // A pod whose own report fails is drained, within the budget; with replace, its pod goes once
   // idle. A replacement stays drained until its own first report passes. Nothing begins or ends
@@ -707,6 +727,10 @@ void Planner::remediate() {
     }
     if (report && !report->ok) {
       const std::string reason = health_reason(*report);
+      // The check its predecessor failed on another Node: no Node is to blame, and replacing
+      // it again would only charge (and quarantine) one healthy Node after another.
+      const auto* before = hardware ? nullptr : failed_before(w, *report);
+      stays = stays || before != nullptr;
       if (held.count(w.hostname) == 0) {
         // A check that fails everywhere stops here: at most the budget is ever drained by it.
         if (static_cast<int64_t>(held.size()) >= outlook.budget) {
@@ -720,7 +744,9 @@ void Planner::remediate() {
           true, "HealthCheckFailed",
           "Slurm node " + w.hostname + " of pod " + w.name + " on Node " + w.kube_node +
               " failed its checks (HealthCheck " + health->name + "): " + reason +
-              (replace ? "; drained, its pod is replaced once no job runs on it" : "; drained")};
+              (before != nullptr ? follows_pod_words(*before)
+               : replace         ? "; drained, its pod is replaced once no job runs on it"
+                                 : "; drained")};
       if (replace && !stays) {
         condemned.try_emplace(w.name, reason);
         health_failed.emplace(w.name, failed);
@@ -729,8 +755,12 @@ void Planner::remediate() {
       }
       const char* step = replace && !stays ? "replacing" : "drained";
       ++outlook.steps[step];
-      outlook.remediating.push_back(w.hostname + " (" + step + ": " + reason + ")");
-      record_on_node(w, *report, hardware);
+      outlook.remediating.push_back(w.hostname + " (" + step +
+                                    (before != nullptr ? ", the fault follows the pod" : "") +
+                                    ": " + reason + ")");
+      if (before == nullptr) {
+        record_on_node(w, *report, hardware);
+      }
     } else if (!report && awaits_verification(*node, health)) {
       const std::string key = kube::object_key(ns, w.name);
       health_drains[w.name] = {
@@ -785,7 +815,11 @@ void Planner::check_actively() {
   // reservation goes once the report is in. A replacement's check starts as its verification drain
   // is lifted (kubernetes_to_slurm), so that no user's job reaches it first. Nothing while Slurm
   // cannot be asked.
-  if (health == nullptr || !health->active || !slurm_ok || !plan.health) {
+  if (!slurm_ok) {
+    return;
+  }
+  if (health == nullptr || !health->active || !plan.health) {
+    release_checks_left_behind();
     return;
   }
   for (const auto& w : pods) {
@@ -834,6 +868,24 @@ void Planner::check_actively() {
         plan.look_again_at = due;
       }
     }
+  }
+}
+
+// No HealthCheck runs active checks on this NodeSet any more (deleted, or its spec.active
+// removed): a check reservation left on a worker's node goes once its job has ended, as it would
+// after its report. A check still running is left to end within its time limit, its report
+// read by nothing; the reservation would otherwise hold the node from users' jobs until its end.
+void Planner::release_checks_left_behind() {
+  for (const auto& w : pods) {
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr || node->busy() ||
+        node->reservation != health::check_reservation(w.hostname)) {
+      continue;
+    }
+    add(ReleaseReservation{node->reservation}, w.name, FailureEffect::kSync, "ActiveCheckFailed",
+        {{false, "ActiveCheckReleased",
+          "Released reservation " + node->reservation + " of " + w.hostname + " (pod " + w.name +
+              "): no HealthCheck runs active checks on this NodeSet any more"}});
   }
 }
 

@@ -139,6 +139,7 @@ void Operator::wire_nodes() {
   // DaemonSet-mode NodeSet.
   auto& kube_nodes =
       factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
+  kube_nodes.store().add_index(cache_index::kFailedPod, cache_index::failed_pods);
   cache_.add(kube::resources::nodes(), &kube_nodes);
   informers_.push_back(&kube_nodes);
   const ResourceCache* cache = &cache_;

@@ -297,6 +297,20 @@ int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
                        [&](const NodeFailure& f) { return f.at > now - window_seconds; });
 }
 
+const std::pair<std::string, NodeFailure>* fault_follows_pod(
+    const std::vector<std::pair<std::string, NodeFailure>>& elsewhere, const std::string& uid,
+    const std::string& check, int64_t now, int64_t window_seconds) {
+  const std::pair<std::string, NodeFailure>* newest = nullptr;
+  for (const auto& e : elsewhere) {
+    const NodeFailure& f = e.second;
+    if (f.uid != uid && f.check == check && f.at > now - window_seconds &&
+        (newest == nullptr || f.at > newest->second.at)) {
+      newest = &e;
+    }
+  }
+  return newest;
+}
+
 bool quarantined(const json& kube_node) {
   for (const auto& t : kube_node.value("/spec/taints"_json_pointer, json::array())) {
     if (t.value("key", "") == api::kTaintUnhealthy) {

@@ -121,6 +121,12 @@ std::vector<NodeFailure> node_failures(const nlohmann::json& kube_node);
 // How many of them count at `now`: within the window.
 int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
                         int64_t window_seconds);
+// An earlier pod of the same name failing the same check on another Node within the window:
+// the fault follows the pod (its image, its spec, a check that cannot pass in it), not a Node.
+// `elsewhere`: (Node, failure) as other Nodes record them. The newest such; nullptr when none.
+const std::pair<std::string, NodeFailure>* fault_follows_pod(
+    const std::vector<std::pair<std::string, NodeFailure>>& elsewhere, const std::string& uid,
+    const std::string& check, int64_t now, int64_t window_seconds);
 // Whether the Node carries the quarantine taint.
 bool quarantined(const nlohmann::json& kube_node);
 

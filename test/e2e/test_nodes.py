@@ -361,6 +361,56 @@ def test_a_worker_that_fails_its_checks_is_drained_replaced_on_another_node_chec
     wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
 
 
+def test_a_fault_that_follows_the_pod_is_not_chased_from_node_to_node():
+    """docs/health.md, remediation: a check that fails in one pod wherever it runs (here a site
+    script that fails for its hostname) fails its replacement too. The first failure quarantines
+    its Node (quarantineAfter 1: nothing yet tells the pod from the Node); the replacement on the
+    free Node fails the same check, so the plan keeps it drained, replaces it no more and charges
+    that Node with nothing."""
+    where = wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+    host, node = next((h, n) for h, n in sorted(where.items()) if n != INFRA_NODE)
+    script = f'#!/bin/sh\nif [ "$(hostname)" = {host} ]; then echo "license server refuses {host}"; exit 1; fi\n'
+    scripts = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "site-health", "namespace": NS},
+               "data": {"license": script}}
+    check = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+             "metadata": {"name": "follows", "namespace": NS},
+             "spec": {"nodeSetSelector": {}, "passive": {"intervalSeconds": 10, "timeoutSeconds": 5,
+                                                          "scripts": {"configMapRef": {"name": "site-health"}}},
+                      "remediation": {"maxUnhealthy": 1, "replace": True, "quarantineAfter": 1}}}
+    try:
+        (first,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(scripts))
+        kubectl("-n", NS, "apply", "-f", "-", stdin=json.dumps(check))
+        t0 = time.monotonic()
+        wait_until(f"{node} quarantined for {host}'s failure", lambda: tainted(node), 180, cluster_state, period=3)
+        wait_until(f"{host} replaced on another Node", lambda: placement().get(host) not in (None, node) and
+                   first["metadata"]["uid"] not in {p["metadata"]["uid"] for p in workers()}, 240,
+                   cluster_state, period=3)
+        (second,) = [p for p in workers() if p["spec"]["hostname"] == host]
+        elsewhere = node_of(second)
+        wait_until(f"the replacement on {elsewhere} kept drained, the fault following it", lambda: any(
+            host in m and elsewhere in m and "the fault follows the pod" in m for m in events("HealthCheckFailed")),
+            240, cluster_state, period=3)
+        print(f"health remediation: the fault that follows {host} found on a second Node "
+              f"{time.monotonic() - t0:.0f} s after the HealthCheck")
+        for _ in range(4):  # nothing more happens: no new pod, no taint on the second Node
+            time.sleep(5)
+            assert second["metadata"]["uid"] in {p["metadata"]["uid"] for p in workers()}, workers()
+            assert not tainted(elsewhere)
+            assert node_states().get(host) in ("drng", "drain"), node_states()
+        reason = drain_reason(host)
+        assert reason == f"slurm-operator: healthcheck: script:license: license server refuses {host}", reason
+        doc = json.loads(kubectl("get", "node", elsewhere, "-o", "json").stdout)
+        assert "tightrope.slurm.net/health-failures" not in doc["metadata"].get("annotations", {}), doc["metadata"]
+    finally:
+        kubectl("-n", NS, "delete", HEALTH_CHECK, "follows", "--ignore-not-found", check=False)
+        kubectl("-n", NS, "delete", "configmap", "site-health", "--ignore-not-found", check=False)
+        for n in NODES:
+            kubectl("taint", "node", n, f"{UNHEALTHY}-", check=False)
+            kubectl("annotate", "node", n, "tightrope.slurm.net/health-failures-", check=False)
+    wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
+
+
 ACTIVE = "tightrope.slurm.net/health-active"
 
 

@@ -269,6 +269,41 @@ TEST(RemediationPlan, TheReplacementStaysDrainedUntilItsOwnChecksPass) {
   EXPECT_EQ(workers_healthy(bed, plan).reason, "ChecksPass");
 }
 
+TEST(RemediationPlan, AReplacementFailingAsItsPredecessorDidOnAnotherNodeIsKeptAndNoNodeCharged) {
+  Bed bed(2, 2);
+  bed.world.health = policy(true);
+  replace_cpu_1(bed, {"IDLE", "DRAIN"},
+                "slurm-operator: healthcheck: awaiting the first checks of pod hpc/cpu-1");
+  bed.nodes["cpu-1"].extra = extra_with(false, unix_of("2026-12-03T11:51:00Z"));
+  bed.world.failures_elsewhere["cpu-1"] = {
+      {"k8s-0", NodeFailure{"hpc/cpu-1", "uid-1", "gpus", kAfterPods}},
+      {"k8s-2", NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 600}}};
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty()) << "another replacement would fail as well";
+  EXPECT_EQ(action_for(plan, "node/k8s-1"), nullptr) << "its Node is not charged";
+  const auto drains = all_of<DrainSlurmNode>(plan);
+  ASSERT_EQ(drains.size(), 1U);
+  EXPECT_EQ(drains[0].reason,
+            "slurm-operator: healthcheck: gpus: 3 GPUs present, Slurm registered 4");
+  EXPECT_EQ(action_for(plan, "cpu-1")->events.at(0).message,
+            "Slurm node cpu-1 of pod cpu-1 on Node k8s-1 failed its checks (HealthCheck gpu): "
+            "healthcheck: gpus: 3 GPUs present, Slurm registered 4; drained, not replaced: its "
+            "predecessor (uid uid-1) failed gpus on Node k8s-0 at 2026-12-03T11:30:00Z, so the "
+            "fault follows the pod (its image, its spec, or a check that cannot pass in it), not "
+            "a Node, and no Node is charged with it; mend the cause, then delete the pod");
+  EXPECT_EQ(plan.health->remediating,
+            std::vector<std::string>{"cpu-1 (drained, the fault follows the pod: healthcheck: "
+                                     "gpus: 3 GPUs present, Slurm registered 4)"});
+
+  // Another check failed there, or the same one outside the window: the Node may be to blame.
+  bed.world.failures_elsewhere["cpu-1"] = {
+      {"k8s-0", NodeFailure{"hpc/cpu-1", "uid-1", "memory", kAfterPods}},
+      {"k8s-2", NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 86400}}};
+  plan = bed.plan();
+  EXPECT_NE(action_for(plan, "node/k8s-1"), nullptr);
+  EXPECT_EQ(all_of<DeletePod>(plan).size(), 1U);
+}
+
 TEST(RemediationPlan, TheRecordOfAReplacedPodStaysForItsReplacementsVerification) {
   Bed bed(2, 1);
   bed.world.health = policy(true);
@@ -617,6 +652,28 @@ TEST(ActiveCheckPlan, ABusyDrainedOrReservedNodeWaitsAndNothingStartsWhileSlurmI
   EXPECT_EQ(all_of<StartActiveCheck>(bed.plan()).size(), 1U);
   bed.world.slurm.health = SlurmHealth::kUnreachable;
   EXPECT_TRUE(all_of<StartActiveCheck>(bed.plan()).empty());
+}
+
+TEST(ActiveCheckPlan, ACheckReservationLeftByAGoneHealthCheckGoesOnceItsJobHasEnded) {
+  Bed bed(2, 2);
+  bed.world.health.reset();  // the HealthCheck deleted while cpu-0's check ran
+  bed.nodes["cpu-0"].reservation = "tightrope-check-cpu-0";
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  bed.nodes["cpu-1"].reservation = "maintenance";
+  EXPECT_TRUE(all_of<ReleaseReservation>(bed.plan()).empty()) << "its job ends in its time limit";
+  bed.nodes["cpu-0"].state = {"IDLE"};
+  bed.world.slurm.health = SlurmHealth::kUnreachable;
+  EXPECT_TRUE(all_of<ReleaseReservation>(bed.plan()).empty()) << "nothing while Slurm is away";
+  bed.world.slurm.health = SlurmHealth::kSynced;
+  NodeSetPlan plan = bed.plan();
+  const auto released = all_of<ReleaseReservation>(plan);
+  ASSERT_EQ(released.size(), 1U) << "only a check reservation of the NodeSet's own worker";
+  EXPECT_EQ(released[0].name, "tightrope-check-cpu-0");
+  EXPECT_EQ(action_for(plan, "cpu-0")->events.at(0).reason, "ActiveCheckReleased");
+  // The same when the HealthCheck stays but no longer runs active checks.
+  bed.world.health = with_active_checks();
+  bed.world.health->active.reset();
+  EXPECT_EQ(all_of<ReleaseReservation>(bed.plan()).size(), 1U);
 }
 
 TEST(ActiveCheckPlan, AFailingActiveCheckIsRemediatedAsAPassiveOneIs) {
