@@ -3,6 +3,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "api/well_known.hpp"
+
 namespace tightrope::api {
 namespace {
 
@@ -990,6 +992,31 @@ json encode_health_status(const HealthCheckStatus& st) {
     status["kubeNodes"] = std::move(list);
   }
   return status;
+}
+
+std::vector<NodeFailure> decode_node_failures(const json& kube_node) {
+  std::vector<NodeFailure> out;
+  const json annotations = kube_node.value("/metadata/annotations"_json_pointer, json::object());
+  const auto it = annotations.find(kAnnotationHealthFailures);
+  if (it == annotations.end() || !it->is_string()) {
+    return out;
+  }
+  const json list = json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  for (const auto& f : list.is_array() ? list : json::array()) {
+    if (f.is_object() && f.contains("at") && f["at"].is_number_integer()) {
+      out.push_back(
+          {f.value("pod", ""), f.value("uid", ""), f.value("check", ""), f["at"].get<int64_t>()});
+    }
+  }
+  return out;
+}
+
+std::string encode_node_failures(const std::vector<NodeFailure>& failures) {
+  json list = json::array();
+  for (const auto& f : failures) {
+    list.push_back({{"pod", f.pod}, {"uid", f.uid}, {"check", f.check}, {"at", f.at}});
+  }
+  return list.dump();
 }
 
 }  // namespace tightrope::api

@@ -47,6 +47,11 @@ nlohmann::json encode(const HealthCheck& object);
 // A HealthCheck's status alone, as its status subresource takes it.
 nlohmann::json encode_health_status(const HealthCheckStatus& status);
 
+// The health failures a Kubernetes Node's annotation records; an unreadable one reads as none.
+std::vector<NodeFailure> decode_node_failures(const nlohmann::json& kube_node);
+// The annotation's value for `failures`.
+std::string encode_node_failures(const std::vector<NodeFailure>& failures);
+
 nlohmann::json encode_conditions(const std::vector<Condition>& conditions);
 std::vector<Condition> decode_conditions(const nlohmann::json& array);
 

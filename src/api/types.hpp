@@ -502,6 +502,16 @@ struct NodeRemediation {
   bool operator==(const NodeRemediation&) const = default;
 };
 
+// A health failure a Kubernetes Node records (kAnnotationHealthFailures: a JSON list of
+// {"pod","uid","check","at"}), once per pod.
+struct NodeFailure {
+  std::string pod;  // namespace/name
+  std::string uid;
+  std::string check;
+  int64_t at = 0;  // unix seconds: when the check failed
+  bool operator==(const NodeFailure&) const = default;
+};
+
 // What checks have seen of one Kubernetes Node: its failures within the window.
 struct KubeNodeHealth {
   std::string name;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
 #include "operator/build/common.hpp"
@@ -140,7 +141,7 @@ json kube_node_json(const json& node) {
                      ":" + t.value("effect", ""));
   }
   out["taints"] = taints;
-  if (const auto failures = op::node_failures(node); !failures.empty()) {
+  if (const auto failures = api::decode_node_failures(node); !failures.empty()) {
     json kept = json::array();
     for (const auto& f : failures) {
       kept.push_back("pod " + f.pod + " failed " + f.check + " at " +

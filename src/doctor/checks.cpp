@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "health/checks.hpp"
 #include "kube/time.hpp"
@@ -1072,17 +1073,9 @@ void node_quarantined(const ClusterView& view, std::vector<Finding>& out) {
       continue;
     }
     std::vector<std::string> evidence;
-    const json annotations = node.value("/metadata/annotations"_json_pointer, json::object());
-    const auto kept = annotations.find(api::kAnnotationHealthFailures);
-    const json failures =
-        kept != annotations.end() && kept->is_string()
-            ? json::parse(kept->get<std::string>(), nullptr, /*allow_exceptions=*/false)
-            : json();
-    for (const auto& f : failures.is_array() ? failures : json::array()) {
-      if (f.is_object() && f.contains("at") && f["at"].is_number_integer()) {
-        evidence.push_back("pod " + f.value("pod", "") + " failed " + f.value("check", "") + " " +
-                           since(view.now, Time(std::chrono::seconds(f["at"].get<int64_t>()))));
-      }
+    for (const auto& f : api::decode_node_failures(node)) {
+      evidence.push_back("pod " + f.pod + " failed " + f.check + " " +
+                         since(view.now, Time(std::chrono::seconds(f.at))));
     }
     add(out, "node-quarantined", Severity::kWarning, "Node " + name_of(node),
         "tainted " + std::string(api::kTaintUnhealthy) +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/codec.hpp"
 #include "kube/resource.hpp"
 #include "operator/remediation.hpp"
 
@@ -26,7 +27,7 @@ std::vector<std::string> controller_of(const kube::Document& object) {
 
 std::vector<std::string> failed_pods(const kube::Document& kube_node) {
   std::vector<std::string> out;
-  for (auto& f : op::node_failures(kube_node.doc)) {
+  for (auto& f : api::decode_node_failures(kube_node.doc)) {
     if (std::find(out.begin(), out.end(), f.pod) == out.end()) {
       out.push_back(std::move(f.pod));
     }

@@ -523,7 +523,7 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
         if (node->meta.name == w.kube_node) {
           continue;
         }
-        for (auto& f : node_failures(node->doc)) {
+        for (auto& f : api::decode_node_failures(node->doc)) {
           if (f.pod == pod) {
             world.failures_elsewhere[w.name].emplace_back(node->meta.name, std::move(f));
           }

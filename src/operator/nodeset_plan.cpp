@@ -429,8 +429,8 @@ struct Planner {
   void choose();
   void remediate();
   void record_on_node(const WorkerPod& w, const health::Report& report, bool hardware);
-  const std::pair<std::string, NodeFailure>* failed_before(const WorkerPod& w,
-                                                           const health::Report& report) const {
+  const std::pair<std::string, api::NodeFailure>* failed_before(
+      const WorkerPod& w, const health::Report& report) const {
     const auto found = world.failures_elsewhere.find(w.name);
     if (found == world.failures_elsewhere.end() || report.failed.empty()) {
       return nullptr;
@@ -669,7 +669,7 @@ void Planner::choose() {
   active = std::move(victims.order);
 }
 
-std::string follows_pod_words(const std::pair<std::string, NodeFailure>& before) {
+std::string follows_pod_words(const std::pair<std::string, api::NodeFailure>& before) {
   return "; drained, not replaced: its predecessor (uid " + before.second.uid + ") failed " +
          before.second.check + " on Node " + before.first + " at " +
          kube::format_time(slurm::Time(std::chrono::seconds(before.second.at))) +
@@ -784,8 +784,9 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report, b
   const api::Remediation& r = health->remediation;
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  const NodeFailure failure{kube::object_key(ns, w.name), w.uid,
-                            report.failed.empty() ? "" : report.failed.front().check, report.at};
+  const api::NodeFailure failure{kube::object_key(ns, w.name), w.uid,
+                                 report.failed.empty() ? "" : report.failed.front().check,
+                                 report.at};
   const auto record = record_failure(*found->second, failure, r, now_s, hardware);
   if (!record) {
     return;

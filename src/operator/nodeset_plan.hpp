@@ -281,7 +281,7 @@ struct NodeSetWorld {
   // The health failures other Nodes record of its pods' names, by pod name: (Node, failure).
   // A replacement that fails the check its predecessor failed on another Node carries its
   // fault with it. Read only while it follows a HealthCheck.
-  std::map<std::string, std::vector<std::pair<std::string, NodeFailure>>> failures_elsewhere;
+  std::map<std::string, std::vector<std::pair<std::string, api::NodeFailure>>> failures_elsewhere;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
   // How the Controller's slurm.conf and cgroup.conf track and hold jobs; nullopt when they

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <chrono>
 
+#include "api/codec.hpp"
 #include "api/well_known.hpp"
 #include "base/text.hpp"
 #include "health/active.hpp"
@@ -271,38 +272,18 @@ std::string health_step(const std::string& reason) {
   return "drained";
 }
 
-std::vector<NodeFailure> node_failures(const json& kube_node) {
-  std::vector<NodeFailure> out;
-  const json annotations = kube_node.value("/metadata/annotations"_json_pointer, json::object());
-  const auto it = annotations.find(api::kAnnotationHealthFailures);
-  if (it == annotations.end() || !it->is_string()) {
-    return out;
-  }
-  const json list = json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-  if (!list.is_array()) {
-    return out;
-  }
-  for (const auto& f : list) {
-    if (f.is_object() && f.contains("at") && f["at"].is_number_integer()) {
-      out.push_back(
-          {f.value("pod", ""), f.value("uid", ""), f.value("check", ""), f["at"].get<int64_t>()});
-    }
-  }
-  return out;
-}
-
-int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
+int64_t failures_within(const std::vector<api::NodeFailure>& failures, int64_t now,
                         int64_t window_seconds) {
   return std::count_if(failures.begin(), failures.end(),
-                       [&](const NodeFailure& f) { return f.at > now - window_seconds; });
+                       [&](const api::NodeFailure& f) { return f.at > now - window_seconds; });
 }
 
-const std::pair<std::string, NodeFailure>* fault_follows_pod(
-    const std::vector<std::pair<std::string, NodeFailure>>& elsewhere, const std::string& uid,
+const std::pair<std::string, api::NodeFailure>* fault_follows_pod(
+    const std::vector<std::pair<std::string, api::NodeFailure>>& elsewhere, const std::string& uid,
     const std::string& check, int64_t now, int64_t window_seconds) {
-  const std::pair<std::string, NodeFailure>* newest = nullptr;
+  const std::pair<std::string, api::NodeFailure>* newest = nullptr;
   for (const auto& e : elsewhere) {
-    const NodeFailure& f = e.second;
+    const api::NodeFailure& f = e.second;
     if (f.uid != uid && f.check == check && f.at > now - window_seconds &&
         (newest == nullptr || f.at > newest->second.at)) {
       newest = &e;
@@ -321,13 +302,13 @@ bool quarantined(const json& kube_node) {
 }
 
 std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
-                                         const NodeFailure& failure,
+                                         const api::NodeFailure& failure,
                                          const api::Remediation& remediation, int64_t now,
                                          bool at_once) {
-  std::vector<NodeFailure> failures = node_failures(kube_node.doc);
+  std::vector<api::NodeFailure> failures = api::decode_node_failures(kube_node.doc);
   NodeRecord out;
   out.records = std::none_of(failures.begin(), failures.end(),
-                             [&](const NodeFailure& f) { return f.uid == failure.uid; });
+                             [&](const api::NodeFailure& f) { return f.uid == failure.uid; });
   if (out.records) {
     failures.push_back(failure);
     if (failures.size() > kNodeFailuresKept) {
@@ -344,11 +325,8 @@ std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
   out.patch = json::object();
   out.patch["metadata"]["resourceVersion"] = kube_node.meta.resource_version;
   if (out.records) {
-    json list = json::array();
-    for (const auto& f : failures) {
-      list.push_back({{"pod", f.pod}, {"uid", f.uid}, {"check", f.check}, {"at", f.at}});
-    }
-    out.patch["metadata"]["annotations"][api::kAnnotationHealthFailures] = list.dump();
+    out.patch["metadata"]["annotations"][api::kAnnotationHealthFailures] =
+        api::encode_node_failures(failures);
   }
   if (out.quarantines) {
     json taints = kube_node.doc.value("/spec/taints"_json_pointer, json::array());
@@ -398,7 +376,7 @@ std::optional<api::KubeNodeHealth> kube_node_health(
   api::KubeNodeHealth out;
   out.name = kube_node.value("/metadata/name"_json_pointer, "");
   bool ours = false;
-  for (const auto& f : node_failures(kube_node)) {
+  for (const auto& f : api::decode_node_failures(kube_node)) {
     if (f.at > now - window_seconds) {
       ours = ours || owns(f.pod);
       out.failures.push_back(kube::format_time(slurm::Time(std::chrono::seconds(f.at))));

@@ -105,27 +105,17 @@ bool awaits_verification(const slurm::Node& node, const HealthPolicy* policy);
 // (a new pod's first report is awaited) or "drained".
 std::string health_step(const std::string& reason);
 
-// A failure seen on a Kubernetes Node, as its kAnnotationHealthFailures keeps it.
-struct NodeFailure {
-  std::string pod;  // namespace/name
-  std::string uid;
-  std::string check;
-  int64_t at = 0;  // unix seconds: when the check failed
-  bool operator==(const NodeFailure&) const = default;
-};
 // How many failures a Node keeps, the newest: enough for any quarantineAfter a site sets.
 inline constexpr size_t kNodeFailuresKept = 16;
 
-// The failures a Node's annotation records; an unreadable annotation reads as none.
-std::vector<NodeFailure> node_failures(const nlohmann::json& kube_node);
 // How many of them count at `now`: within the window.
-int64_t failures_within(const std::vector<NodeFailure>& failures, int64_t now,
+int64_t failures_within(const std::vector<api::NodeFailure>& failures, int64_t now,
                         int64_t window_seconds);
 // An earlier pod of the same name failing the same check on another Node within the window:
 // the fault follows the pod (its image, its spec, a check that cannot pass in it), not a Node.
 // `elsewhere`: (Node, failure) as other Nodes record them. The newest such; nullptr when none.
-const std::pair<std::string, NodeFailure>* fault_follows_pod(
-    const std::vector<std::pair<std::string, NodeFailure>>& elsewhere, const std::string& uid,
+const std::pair<std::string, api::NodeFailure>* fault_follows_pod(
+    const std::vector<std::pair<std::string, api::NodeFailure>>& elsewhere, const std::string& uid,
     const std::string& check, int64_t now, int64_t window_seconds);
 // Whether the Node carries the quarantine taint.
 bool quarantined(const nlohmann::json& kube_node);
@@ -141,7 +131,7 @@ struct NodeRecord {
 };
 // `at_once`: a hardware signal, which quarantines whatever the count.
 std::optional<NodeRecord> record_failure(const kube::Document& kube_node,
-                                         const NodeFailure& failure,
+                                         const api::NodeFailure& failure,
                                          const api::Remediation& remediation, int64_t now,
                                          bool at_once = false);
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/codec.hpp"
 #include "api/defaults.hpp"
 #include "api/well_known.hpp"
 #include "kube/time.hpp"
@@ -131,9 +132,9 @@ TEST(Remediation, ANodeKeepsEachPodsFailureOnceAndIsQuarantinedAtTheThreshold) {
   EXPECT_EQ(taints[1]["effect"], "NoSchedule");
 
   // A failure outside the window does not count.
-  EXPECT_EQ(failures_within(node_failures(node.doc), now + 3600, 3600), 0);
+  EXPECT_EQ(failures_within(api::decode_node_failures(node.doc), now + 3600, 3600), 0);
   node.doc["metadata"]["annotations"][api::kAnnotationHealthFailures] = "not json";
-  EXPECT_TRUE(node_failures(node.doc).empty());
+  EXPECT_TRUE(api::decode_node_failures(node.doc).empty());
 }
 
 TEST(Remediation, ANodeKeepsItsNewestFailuresOnly) {
@@ -146,7 +147,7 @@ TEST(Remediation, ANodeKeepsItsNewestFailuresOnly) {
     ASSERT_TRUE(rec);
     node.doc["metadata"]["annotations"] = rec->patch["metadata"]["annotations"];
   }
-  const auto kept = node_failures(node.doc);
+  const auto kept = api::decode_node_failures(node.doc);
   ASSERT_EQ(kept.size(), kNodeFailuresKept);
   EXPECT_EQ(kept.back().uid, "u19");
   EXPECT_EQ(kept.front().uid, "u4");
@@ -179,8 +180,8 @@ TEST(RemediationPlan, AFailingCheckDrainsItsNodeWithAReasonThatNamesIt) {
   const Action* recorded = action_for(plan, "node/k8s-1");
   ASSERT_NE(recorded, nullptr);
   const auto& patch = std::get<PatchKubeNode>(recorded->change);
-  const auto failures =
-      node_failures(json{{"metadata", {{"annotations", patch.patch["metadata"]["annotations"]}}}});
+  const auto failures = api::decode_node_failures(
+      json{{"metadata", {{"annotations", patch.patch["metadata"]["annotations"]}}}});
   ASSERT_EQ(failures.size(), 1U);
   EXPECT_EQ(failures[0].pod, "hpc/cpu-1");
   EXPECT_EQ(failures[0].check, "gpus");
@@ -276,8 +277,8 @@ TEST(RemediationPlan, AReplacementFailingAsItsPredecessorDidOnAnotherNodeIsKeptA
                 "slurm-operator: healthcheck: awaiting the first checks of pod hpc/cpu-1");
   bed.nodes["cpu-1"].extra = extra_with(false, unix_of("2026-12-03T11:51:00Z"));
   bed.world.failures_elsewhere["cpu-1"] = {
-      {"k8s-0", NodeFailure{"hpc/cpu-1", "uid-1", "gpus", kAfterPods}},
-      {"k8s-2", NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 600}}};
+      {"k8s-0", api::NodeFailure{"hpc/cpu-1", "uid-1", "gpus", kAfterPods}},
+      {"k8s-2", api::NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 600}}};
   NodeSetPlan plan = bed.plan();
   EXPECT_TRUE(all_of<DeletePod>(plan).empty()) << "another replacement would fail as well";
   EXPECT_EQ(action_for(plan, "node/k8s-1"), nullptr) << "its Node is not charged";
@@ -297,8 +298,8 @@ TEST(RemediationPlan, AReplacementFailingAsItsPredecessorDidOnAnotherNodeIsKeptA
 
   // Another check failed there, or the same one outside the window: the Node may be to blame.
   bed.world.failures_elsewhere["cpu-1"] = {
-      {"k8s-0", NodeFailure{"hpc/cpu-1", "uid-1", "memory", kAfterPods}},
-      {"k8s-2", NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 86400}}};
+      {"k8s-0", api::NodeFailure{"hpc/cpu-1", "uid-1", "memory", kAfterPods}},
+      {"k8s-2", api::NodeFailure{"hpc/cpu-1", "uid-0", "gpus", kAfterPods - 86400}}};
   plan = bed.plan();
   EXPECT_NE(action_for(plan, "node/k8s-1"), nullptr);
   EXPECT_EQ(all_of<DeletePod>(plan).size(), 1U);
@@ -437,8 +438,8 @@ TEST(RemediationPlan, ANodeSetThatFollowsNoHealthCheckLosesItsConditionAndItsChe
 std::string quarantined_for(const PatchKubeNode& change) {
   return change.patch["spec"]["taints"][0].value("value", "");
 }
-std::vector<NodeFailure> recorded_failures(const PatchKubeNode& change) {
-  return node_failures(
+std::vector<api::NodeFailure> recorded_failures(const PatchKubeNode& change) {
+  return api::decode_node_failures(
       json{{"metadata", {{"annotations", change.patch["metadata"]["annotations"]}}}});
 }
 
