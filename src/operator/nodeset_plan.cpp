@@ -440,6 +440,11 @@ struct Planner {
     return fault_follows_pod(found->second, w.uid, report.failed.front().check, now_s,
                              health->remediation.window_seconds);
   }
+  // The Kubernetes Node the pod runs on, as the cache holds it; nullptr when not known.
+  const json* kube_node_doc(const WorkerPod& w) const {
+    const auto found = world.kube_nodes.find(w.kube_node);
+    return found == world.kube_nodes.end() ? nullptr : &found->second->doc;
+  }
   void check_actively();
   void release_checks_left_behind();
   bool start_check(const WorkerPod& w, const slurm::Node& node, bool undraining);
@@ -688,6 +693,8 @@ void Planner::remediate() {
   const bool replace = r.replace.value_or(true);
   auto& outlook = plan.health.emplace();
   outlook.budget = max_unavailable(r.max_unhealthy, want);
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
   std::set<std::string> held;  // hostnames drained for a check: in remediation
   for (const auto& w : pods) {
     if (const slurm::Node* node = node_of(w);
@@ -701,6 +708,9 @@ void Planner::remediate() {
       continue;
     }
     auto report = pod_report(*node, w.created, *health);
+    if (report && undrained_after_failure(*node, *report, w, kube_node_doc(w), *health, now_s)) {
+      report = passive_report(*node, w.created, *health);  // checked again first (check_actively)
+    }
     ++outlook.running;
     outlook.unreported += report ? 0 : 1;
     // A signal from outside fails the worker as a check would; a Node condition is the
@@ -709,10 +719,7 @@ void Planner::remediate() {
     bool hardware = false;
     bool stays = false;
     if (!report || report->ok) {
-      const auto found = world.kube_nodes.find(w.kube_node);
-      const json* kube_node = found == world.kube_nodes.end() ? nullptr : &found->second->doc;
-      const int64_t now_s =
-          std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+      const json* kube_node = kube_node_doc(w);
       const auto taints = world.device_taints.find(w.kube_node);
       if (auto signal = signal_report(
               w, kube_node,
@@ -905,10 +912,15 @@ bool Planner::start_check(const WorkerPod& w, const slurm::Node& node, bool undr
       !check_ready(node, undraining) || !check_due(node, w.created, *health, now_s)) {
     return false;
   }
-  if (const auto report = pod_report(node, w.created, *health); report && !report->ok) {
+  const auto report = pod_report(node, w.created, *health);
+  const bool again =
+      report && undrained_after_failure(node, *report, w, kube_node_doc(w), *health, now_s);
+  if (report && !report->ok && !again) {
     return false;  // remediation has it
   }
-  const char* why = undraining ? "after replacement" : "scheduled";
+  const char* why = undraining ? "after replacement"
+                    : again    ? "undrained by hand after its failure: checked again first"
+                               : "scheduled";
   add(StartActiveCheck{w.hostname, check_reservation(w.hostname, a, now), check_job(node, *health)},
       w.name, FailureEffect::kSync, "ActiveCheckFailed",
       {{false, "ActiveCheckStarted",

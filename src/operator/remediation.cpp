@@ -42,6 +42,31 @@ std::optional<health::Report> pod_report(const slurm::Node& node, const std::str
   return of_pod(health::read_report(node.extra), pod_created, policy.uid);
 }
 
+std::optional<health::Report> passive_report(const slurm::Node& node,
+                                             const std::string& pod_created,
+                                             const HealthPolicy& policy) {
+  return of_pod(health::read_report(node.extra), pod_created, policy.uid);
+}
+
+bool undrained_after_failure(const slurm::Node& node, const health::Report& active,
+                             const WorkerPod& w, const json* kube_node, const HealthPolicy& policy,
+                             int64_t now) {
+  // The plan drains within seconds of a failing job's report: one older than the job's time and
+  // this margin, on a node not drained, was drained and undrained since.
+  constexpr int64_t kFreshVerdict = 300;
+  const int64_t job_time = policy.active ? policy.active->timeout_seconds : 0;
+  if (active.ok || active.source == policy.uid || node.drain() || kube_node == nullptr ||
+      now - active.at <= job_time + kFreshVerdict) {
+    return false;
+  }
+  // Drained by the plan, not left waiting at the budget: the plan kept the failure on the Node
+  // as it drained.
+  const auto failures = api::decode_node_failures(*kube_node);
+  return std::any_of(failures.begin(), failures.end(), [&](const api::NodeFailure& f) {
+    return f.uid == w.uid && f.at == active.at;
+  });
+}
+
 std::string active_source(const HealthPolicy& policy) {
   if (!policy.active) {
     return policy.uid;
@@ -144,7 +169,9 @@ bool check_due(const slurm::Node& node, const std::string& pod_created, const He
     }
     return now - before->at >= policy.active->interval_seconds;  // on the old pod's schedule
   }
-  return now - last->at >= policy.active->interval_seconds;
+  // A failing verdict the plan no longer drains for (undrained_after_failure) is due at once;
+  // one it drains for never reaches a check (check_ready, and the plan's own report test).
+  return !last->ok || now - last->at >= policy.active->interval_seconds;
 }
 
 bool check_ready(const slurm::Node& node, bool undrained_by_this_plan) {

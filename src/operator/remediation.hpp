@@ -41,6 +41,19 @@ struct HealthPolicy {
 // nullopt: none yet.
 std::optional<health::Report> pod_report(const slurm::Node& node, const std::string& pod_created,
                                          const HealthPolicy& policy);
+// The passive checks' report that speaks for the pod (as pod_report's, whatever the active
+// checks found).
+std::optional<health::Report> passive_report(const slurm::Node& node,
+                                             const std::string& pod_created,
+                                             const HealthPolicy& policy);
+// Whether an administrator undrained the node after the plan drained it for this failing active
+// report: the node is not drained, the report is older than its job and five minutes (the plan
+// drains within seconds), and the pod's Node keeps the failure as the plan recorded it when it
+// drained (a node a broken check left waiting at the budget has no such record). The plan then
+// checks it again, in its reservation, instead of draining it again.
+bool undrained_after_failure(const slurm::Node& node, const health::Report& active,
+                             const WorkerPod& w, const nlohmann::json* kube_node,
+                             const HealthPolicy& policy, int64_t now);
 // What the active checks' reports carry as their source: the HealthCheck's uid and a digest of
 // its spec.active, so that a report found under other checks (a floor since raised) is not taken
 // for one of these, and a change checks every worker again.

@@ -484,9 +484,10 @@ def test_active_checks_run_one_idle_worker_at_a_time_in_its_own_reservation_and_
         for n in NODES:  # the floor's failures are kept on the Nodes, and may have quarantined one
             kubectl("taint", "node", n, f"{UNHEALTHY}-", check=False)
             kubectl("annotate", "node", n, "tightrope.slurm.net/health-failures-", check=False)
-    # Without a HealthCheck the checks' drains go.
+    # Without a HealthCheck the checks' drains go, and so does the reservation of a check that ran
+    # as the HealthCheck went, once its job has ended.
     wait_until("two idle workers", idle_workers(2), 240, cluster_state, period=5)
-    assert not check_reservations()
+    wait_until("no check reservation left", lambda: not check_reservations(), 60, cluster_state)
 
 
 def node_condition(node: str, status: str):

@@ -50,6 +50,7 @@ HealthPolicy policy(bool replace, json max_unhealthy = 1, int64_t quarantine_aft
 }
 
 const int64_t kAfterPods = unix_of("2026-12-03T11:30:00Z");
+const int64_t kJustNow = unix_of("2026-12-03T11:59:55Z");  // kNow less 5 s
 
 // cpu-1 made again at 11:50: its Slurm node keeps `state`, `reason` and the failing report of
 // the pod before.
@@ -689,6 +690,50 @@ TEST(ActiveCheckPlan, AFailingActiveCheckIsRemediatedAsAPassiveOneIs) {
             "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: "
             "active:memory-bandwidth: 812.0 MB/s, below 10000");
   EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty()) << "a failing node is not checked again";
+}
+
+TEST(ActiveCheckPlan, AFailureUndrainedByHandIsCheckedAgainBeforeItDrainsAgain) {
+  Bed bed(1, 1);
+  bed.world.health = with_active_checks();
+  bed.world.health->remediation.replace = false;
+  bed.nodes["cpu-0"].partitions = {"cpu"};
+  // Failed half an hour ago; not drained now.
+  bed.nodes["cpu-0"].extra = active_extra(extra_with(true, kAfterPods), false, kAfterPods);
+  // Never drained for it (left waiting at the budget then): no record on the Node, so the
+  // failure drains as ever.
+  EXPECT_EQ(all_of<DrainSlurmNode>(bed.plan()).size(), 1U);
+
+  // Drained for it (the plan kept the failure on the Node), and undrained by an administrator
+  // since: checked again first, in its reservation, rather than drained again.
+  auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes["k8s-0"]);
+  node->doc["metadata"]["annotations"][api::kAnnotationHealthFailures] =
+      json::array({{{"pod", "hpc/cpu-0"},
+                    {"uid", "uid-cpu-0"},
+                    {"check", "active:memory-bandwidth"},
+                    {"at", kAfterPods}}})
+          .dump();
+  bed.world.kube_nodes["k8s-0"] = node;
+  NodeSetPlan plan = bed.plan();
+  EXPECT_TRUE(all_of<DrainSlurmNode>(plan).empty());
+  ASSERT_EQ(all_of<StartActiveCheck>(plan).size(), 1U);
+  EXPECT_EQ(action_for(plan, "cpu-0")->events.at(0).message,
+            "Started the active checks of cpu-0 (pod cpu-0, undrained by hand after its failure: "
+            "checked again first) in reservation tightrope-check-cpu-0 (HealthCheck gpu)");
+
+  // The check failed again a moment ago: that drains.
+  bed.nodes["cpu-0"].extra = active_extra(extra_with(true, kAfterPods), false, kJustNow);
+  plan = bed.plan();
+  ASSERT_EQ(all_of<DrainSlurmNode>(plan).size(), 1U);
+  EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty());
+
+  // Drained by the plan, an old failure keeps it drained (replace: false) and unchecked.
+  bed.nodes["cpu-0"].extra = active_extra(extra_with(true, kAfterPods), false, kAfterPods);
+  bed.nodes["cpu-0"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-0"].reason =
+      "slurm-operator: healthcheck: active:memory-bandwidth: 812.0 MB/s, below 10000";
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty());
+  EXPECT_TRUE(all_of<UndrainSlurmNode>(plan).empty());
 }
 
 TEST(ActiveCheckPlan, ChangedActiveChecksCheckEveryWorkerAgainAndForgetTheOldVerdicts) {
