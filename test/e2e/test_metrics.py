@@ -32,6 +32,11 @@ OPERATOR_VALUES = ("operator.serviceMonitor.enabled=true", "monitoring.prometheu
 
 METRICS_VALUES = {"controller": {"metrics": {"enabled": True, "serviceMonitor": {"enabled": True}}}}
 SLURMCTLD_PATHS = ["/metrics/jobs", "/metrics/nodes", "/metrics/partitions", "/metrics/scheduler"]
+# A HealthCheck the workers pass, so that the health rules' series exist (every step, 0 here).
+HEALTH_CHECK = {"apiVersion": "tightrope.slurm.net/v1alpha1", "kind": "HealthCheck",
+                "metadata": {"name": "metrics", "namespace": NS},
+                "spec": {"nodeSetSelector": {}, "passive": {"checks": ["mounts"]},
+                         "remediation": {"replace": False}}}
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +47,11 @@ def cluster():
                 "--timeout=60s")
     install_operator(*OPERATOR_VALUES)
     install_cluster("metrics", METRICS_VALUES)
+    kubectl("apply", "-f", "-", stdin=json.dumps(HEALTH_CHECK))
     wait_until("sinfo to show 2 idle workers",
                lambda: list(node_states().values()) == ["idle", "idle"], 420, cluster_state, period=5)
     yield
+    kubectl("-n", NS, "delete", "healthcheck.tightrope.slurm.net", "metrics", "--ignore-not-found", check=False)
     helm("uninstall", RELEASE, "-n", NS, "--wait", "--timeout", "180s", timeout=200)
     helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
     for kind in MONITORING_KINDS:
