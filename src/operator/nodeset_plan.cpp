@@ -908,13 +908,13 @@ bool Planner::start_check(const WorkerPod& w, const slurm::Node& node, bool undr
   const api::ActiveChecks& a = *health->active;
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  if (static_cast<int64_t>(checking.size()) >= max_unavailable(a.max_concurrent, want) ||
-      !check_ready(node, undraining) || !check_due(node, w.created, *health, now_s)) {
-    return false;
-  }
   const auto report = pod_report(node, w.created, *health);
   const bool again =
       report && undrained_after_failure(node, *report, w, kube_node_doc(w), *health, now_s);
+  if (static_cast<int64_t>(checking.size()) >= max_unavailable(a.max_concurrent, want) ||
+      !check_ready(node, undraining) || (!again && !check_due(node, w.created, *health, now_s))) {
+    return false;
+  }
   if (report && !report->ok && !again) {
     return false;  // remediation has it
   }

@@ -169,9 +169,9 @@ bool check_due(const slurm::Node& node, const std::string& pod_created, const He
     }
     return now - before->at >= policy.active->interval_seconds;  // on the old pod's schedule
   }
-  // A failing verdict the plan no longer drains for (undrained_after_failure) is due at once;
-  // one it drains for never reaches a check (check_ready, and the plan's own report test).
-  return !last->ok || now - last->at >= policy.active->interval_seconds;
+  // A failing verdict is not due again by itself: its reservation goes once it is in, and a node
+  // undrained by hand since is the plan's to check again (undrained_after_failure).
+  return now - last->at >= policy.active->interval_seconds;
 }
 
 bool check_ready(const slurm::Node& node, bool undrained_by_this_plan) {

@@ -690,6 +690,11 @@ TEST(ActiveCheckPlan, AFailingActiveCheckIsRemediatedAsAPassiveOneIs) {
             "slurm-operator: Pod (hpc/cpu-1) is pending termination for healthcheck: "
             "active:memory-bandwidth: 812.0 MB/s, below 10000");
   EXPECT_TRUE(all_of<StartActiveCheck>(plan).empty()) << "a failing node is not checked again";
+  // Its job has ended with the failing report: the reservation goes as a passing one's does.
+  bed.nodes["cpu-1"].reservation = "tightrope-check-cpu-1";
+  const auto released = all_of<ReleaseReservation>(bed.plan());
+  ASSERT_EQ(released.size(), 1U) << "not held to its end time";
+  EXPECT_EQ(released[0].name, "tightrope-check-cpu-1");
 }
 
 TEST(ActiveCheckPlan, AFailureUndrainedByHandIsCheckedAgainBeforeItDrainsAgain) {
