@@ -44,6 +44,11 @@ inline constexpr std::string_view kAnnotationPodDrainReason = "tightrope.slurm.n
 inline constexpr std::string_view kAnnotationPodDeletionCost =
     "nodeset.slinky.slurm.net/pod-deletion-cost";
 inline constexpr std::string_view kAnnotationPodDeadline = "nodeset.slinky.slurm.net/pod-deadline";
+// The Node autoscalers' own: set on a worker pod while its Slurm node has work, so that neither
+// cluster-autoscaler nor Karpenter takes its Node away (the PDB only stops evictions).
+inline constexpr std::string_view kAnnotationSafeToEvict =
+    "cluster-autoscaler.kubernetes.io/safe-to-evict";
+inline constexpr std::string_view kAnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt";
 inline constexpr std::string_view kAnnotationNodeCordonReason =
     "nodeset.slinky.slurm.net/node-cordon-reason";
 inline constexpr std::string_view kAnnotationNodeTopologySpec = "topology.slinky.slurm.net/spec";

@@ -1517,6 +1517,17 @@ void Planner::slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool pro
     work["annotations"][api::kAnnotationPodDeadline] =
         deadline.empty() ? json(nullptr) : json(deadline);
   }
+  // The Node autoscalers' marks follow the same work; one the pod template sets is the site's
+  // and stays as it is.
+  const auto autoscaler_mark = [&](std::string_view key, const std::string& has,
+                                   const char* busy_value) {
+    const std::string wanted = protect_wanted ? busy_value : "";
+    if (has != wanted && n.spec.template_.metadata.annotations.count(std::string(key)) == 0) {
+      work["annotations"][key] = wanted.empty() ? json(nullptr) : json(wanted);
+    }
+  };
+  autoscaler_mark(api::kAnnotationSafeToEvict, w.safe_to_evict, "false");
+  autoscaler_mark(api::kAnnotationDoNotDisrupt, w.do_not_disrupt, "true");
   if (!work.empty()) {
     add(PatchPod{w.name, "work", {{"metadata", work}}, false, w.uid, w.resource_version}, w.name,
         FailureEffect::kSync, "SyncFailed");

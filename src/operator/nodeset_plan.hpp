@@ -69,6 +69,9 @@ struct WorkerPod {
   std::map<std::string, std::pair<std::string, std::string>> slurm_conditions;
   bool protect_label = false;       // nodeset.slinky.slurm.net/pod-protect=true
   std::string deadline_annotation;  // nodeset.slinky.slurm.net/pod-deadline as the pod has it
+  // cluster-autoscaler's safe-to-evict and Karpenter's do-not-disrupt as the pod has them.
+  std::string safe_to_evict;
+  std::string do_not_disrupt;
 };
 
 // The pod-deadline annotation of a deadline: RFC 3339 in UTC; a node whose work never ends (a

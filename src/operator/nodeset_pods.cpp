@@ -80,6 +80,8 @@ WorkerPod worker_pod(const api::NodeSet& n, const CachedPod& pod) {
   w.drain_request = annotation(api::kAnnotationPodDrainReason);
   w.protect_label = label(api::kLabelNodeSetPodProtect) == "true";
   w.deadline_annotation = annotation(api::kAnnotationPodDeadline);
+  w.safe_to_evict = annotation(api::kAnnotationSafeToEvict);
+  w.do_not_disrupt = annotation(api::kAnnotationDoNotDisrupt);
   for (const auto& c : pod.conditions) {
     if (c.type.starts_with(kSlurmConditionPrefix)) {
       w.slurm_conditions[c.type] = {c.message, c.last_transition};

@@ -94,6 +94,9 @@ def test_replacing_the_operator_disturbs_no_job_and_no_pod():
     assert nodeset_ready(NODESET).get("status") == "True", cluster_state()
 
 
+AUTOSCALER_MARKS = {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false", "karpenter.sh/do-not-disrupt": "true"}
+
+
 def test_scale_in_condemns_the_worker_whose_job_ends_first():
     # The long job on the higher ordinal: Slinky's last tie-break (higher ordinal first) would
     # pick it, so only the jobs' deadlines (their time limits) make the right choice.
@@ -106,6 +109,10 @@ def test_scale_in_condemns_the_worker_whose_job_ends_first():
     wait_until("both deadlines on the pods", lambda: all(
         "nodeset.slinky.slurm.net/pod-deadline" in p["metadata"].get("annotations", {}) for p in workers()), 30,
         cluster_state)
+    # In the same patch, the Node autoscalers' marks: no consolidation takes a busy worker's Node.
+    for p in workers():
+        marks = {k: v for k, v in p["metadata"]["annotations"].items() if k in AUTOSCALER_MARKS}
+        assert marks == AUTOSCALER_MARKS, p["metadata"]["annotations"]
     kubectl("-n", NS, "scale", "nodeset", NODESET, "--replicas=1")
 
     def victim():
@@ -121,6 +128,8 @@ def test_scale_in_condemns_the_worker_whose_job_ends_first():
     assert job_state(long_job) == "RUNNING"
     wait_until(f"job {long_job} to complete", lambda: job_state(long_job) == "COMPLETED", 90,
                cluster_state)
+    wait_until("the idle worker's autoscaler marks to go", lambda: not any(
+        k in p["metadata"].get("annotations", {}) for p in workers() for k in AUTOSCALER_MARKS), 30, cluster_state)
 
 
 def test_scale_in_holds_the_victim_while_slurmrestd_is_away():

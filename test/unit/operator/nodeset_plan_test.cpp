@@ -261,11 +261,33 @@ TEST(NodeSetPlan, SlurmStateReachesThePodConditionsAndProtectLabel) {
   // Busy, and the job that keeps it so is not in the snapshot: its work never ends.
   EXPECT_EQ(patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationPodDeadline)],
             "9999-12-31T23:59:59Z");
+  // Nor may a Node autoscaler take its Node.
+  EXPECT_EQ(patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationSafeToEvict)],
+            "false");
+  EXPECT_EQ(patches[1].patch["metadata"]["annotations"][std::string(api::kAnnotationDoNotDisrupt)],
+            "true");
+}
+
+TEST(NodeSetPlan, TheNodeAutoscalersMarksFollowTheWorkUnlessThePodTemplateSetsThem) {
+  Bed bed(1, 1);
+  bed.world.nodeset.spec.template_.metadata.annotations[std::string(api::kAnnotationSafeToEvict)] =
+      "true";
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  const auto patches = all_of<PatchPod>(bed.plan());
+  const auto work = std::find_if(patches.begin(), patches.end(),
+                                 [](const PatchPod& p) { return p.what == "work"; });
+  ASSERT_NE(work, patches.end());
+  const json& annotations = work->patch["metadata"]["annotations"];
+  EXPECT_FALSE(annotations.contains(std::string(api::kAnnotationSafeToEvict)))
+      << "the site's own choice";
+  EXPECT_EQ(annotations[std::string(api::kAnnotationDoNotDisrupt)], "true");
 }
 
 TEST(NodeSetPlan, ThePodDeadlineIsTheEndOfItsLastJobAndGoesWithTheWork) {
   Bed bed(1, 1);
   bed.world.pods[0].protect_label = true;
+  bed.world.pods[0].safe_to_evict = "false";
+  bed.world.pods[0].do_not_disrupt = "true";
   bed.nodes["cpu-0"].state = {"ALLOCATED"};
   slurm::Job job;
   job.id = 7;
@@ -294,7 +316,9 @@ TEST(NodeSetPlan, ThePodDeadlineIsTheEndOfItsLastJobAndGoesWithTheWork) {
   ASSERT_EQ(patches.size(), 1U);
   EXPECT_EQ(patches[0].patch, json::parse(R"({"metadata":{
       "labels":{"nodeset.slinky.slurm.net/pod-protect":null},
-      "annotations":{"nodeset.slinky.slurm.net/pod-deadline":null}}})"));
+      "annotations":{"nodeset.slinky.slurm.net/pod-deadline":null,
+                     "cluster-autoscaler.kubernetes.io/safe-to-evict":null,
+                     "karpenter.sh/do-not-disrupt":null}}})"));
 }
 
 TEST(NodeSetPlan, ACordonedNodeDrainsItsSlurmNodeAndUncordonUndrains) {
