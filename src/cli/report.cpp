@@ -187,10 +187,18 @@ json pod_json(const json& pod) {
   if (!waiting.empty()) {
     out["waiting"] = waiting;
   }
+  // Pending for want of a Node: the scheduler's words (what a Node autoscaler acts on).
+  for (const auto& c : pod.value("/status/conditions"_json_pointer, json::array())) {
+    if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False" &&
+        c.value("reason", "") == "Unschedulable") {
+      out["unschedulable"] = c.value("message", "no Node can take it");
+    }
+  }
   // Who holds a drain, and what the operator keeps on the pod (docs/operator.md).
-  for (const std::string_view a : {api::kAnnotationPodCordon, api::kAnnotationPodOperatorCordon,
-                                   api::kAnnotationPodCordonRequested,
-                                   api::kAnnotationPodDrainReason, api::kAnnotationPodDeadline}) {
+  for (const std::string_view a :
+       {api::kAnnotationPodCordon, api::kAnnotationPodOperatorCordon,
+        api::kAnnotationPodCordonRequested, api::kAnnotationPodDrainReason,
+        api::kAnnotationPodDeadline, api::kAnnotationSafeToEvict, api::kAnnotationDoNotDisrupt}) {
     if (const std::string v = annotation(pod, std::string(a)); !v.empty()) {
       out["annotations"][std::string(a)] = v;
     }

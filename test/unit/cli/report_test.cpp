@@ -53,6 +53,27 @@ TEST(Explain, APodShowsItsSlurmNodeItsKubernetesNodeAndItsNodeSet) {
             std::string::npos);
 }
 
+TEST(Explain, APodPendingForWantOfANodeSaysWhyAndABusyOneItsAutoscalerMarks) {
+  Fixture f;
+  json& pending = f.worker("w-0");
+  pending["spec"].erase("nodeName");
+  pending["status"]["phase"] = "Pending";
+  pending["status"]["conditions"] =
+      json::array({{{"type", "PodScheduled"},
+                    {"status", "False"},
+                    {"reason", "Unschedulable"},
+                    {"message", "0/3 nodes are available: 3 Insufficient cpu."}}});
+  json& busy = f.worker("w-1");
+  busy["metadata"]["annotations"]["karpenter.sh/do-not-disrupt"] = "true";
+  auto report = explain(f.view, ExplainKind::kPod, "workers-w-0");
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_EQ((*report)["pod"]["unschedulable"], "0/3 nodes are available: 3 Insufficient cpu.");
+  report = explain(f.view, ExplainKind::kPod, "workers-w-1");
+  ASSERT_TRUE(report) << report.error();
+  EXPECT_FALSE((*report)["pod"].contains("unschedulable"));
+  EXPECT_EQ((*report)["pod"]["annotations"]["karpenter.sh/do-not-disrupt"], "true");
+}
+
 TEST(Explain, AKubernetesNodeListsEverySlurmNodeOnIt) {
   Fixture f;
   f.worker("w-0");
