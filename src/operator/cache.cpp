@@ -4,7 +4,6 @@
 
 #include "api/codec.hpp"
 #include "kube/resource.hpp"
-#include "operator/remediation.hpp"
 
 namespace tightrope::op {
 
