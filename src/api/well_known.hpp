@@ -44,6 +44,9 @@ inline constexpr std::string_view kAnnotationPodDrainReason = "tightrope.slurm.n
 inline constexpr std::string_view kAnnotationPodDeletionCost =
     "nodeset.slinky.slurm.net/pod-deletion-cost";
 inline constexpr std::string_view kAnnotationPodDeadline = "nodeset.slinky.slurm.net/pod-deadline";
+// On a Kubernetes Node that runs one worker: that worker's Slurm node (Slinky's slurm-bridge
+// reads it to place the pods Slurm schedules).
+inline constexpr std::string_view kLabelNodeSlurmNodeName = "slinky.slurm.net/slurm-nodename";
 // The Node autoscalers' own: set on a worker pod while its Slurm node has work, so that neither
 // cluster-autoscaler nor Karpenter takes its Node away (the PDB only stops evictions).
 inline constexpr std::string_view kAnnotationSafeToEvict =

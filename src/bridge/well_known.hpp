@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "api/well_known.hpp"
+
 namespace tightrope::bridge {
 
 inline constexpr std::string_view kDefaultSchedulerName = "slurm-bridge-scheduler";
@@ -21,7 +23,7 @@ inline constexpr std::string_view kFinalizer = "scheduler.slinky.slurm.net/final
 // (as features), and its place in the network topology.
 inline constexpr std::string_view kTaintManagedNode = "slinky.slurm.net/managed-node";
 inline constexpr std::string_view kLabelExternalNode = "scheduler.slinky.slurm.net/external-node";
-inline constexpr std::string_view kLabelSlurmNodeName = "slinky.slurm.net/slurm-nodename";
+inline constexpr std::string_view kLabelSlurmNodeName = api::kLabelNodeSlurmNodeName;
 inline constexpr std::string_view kAnnotationExternalNodePartitions =
     "scheduler.slinky.slurm.net/external-node-partitions";
 inline constexpr std::string_view kAnnotationTopology = "topology.slinky.slurm.net/spec";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "api/codec.hpp"
+#include "api/well_known.hpp"
 #include "kube/resource.hpp"
 
 namespace tightrope::op {
@@ -32,6 +33,14 @@ std::vector<std::string> failed_pods(const kube::Document& kube_node) {
     }
   }
   return out;
+}
+
+std::vector<std::string> slurm_node_name(const kube::Document& kube_node) {
+  const std::string* name = kube_node.meta.label(api::kLabelNodeSlurmNodeName);
+  if (name == nullptr || name->empty()) {
+    return {};
+  }
+  return {*name};
 }
 
 }  // namespace cache_index

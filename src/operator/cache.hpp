@@ -24,10 +24,13 @@ inline constexpr const char* kNode = "node";              // pods: spec.nodeName
 inline constexpr const char* kController = "controller";  // "<ns>/<spec.controllerRef.name>"
 // Kubernetes Nodes: the pods ("<ns>/<name>") whose failed health checks each Node records.
 inline constexpr const char* kFailedPod = "failed-pod";
+// Kubernetes Nodes: the Slurm node their slinky.slurm.net/slurm-nodename label names.
+inline constexpr const char* kSlurmNodeName = "slurm-nodename";
 
 std::vector<std::string> node_of(const CachedPod& pod);
 std::vector<std::string> controller_of(const kube::Document& object);
 std::vector<std::string> failed_pods(const kube::Document& kube_node);
+std::vector<std::string> slurm_node_name(const kube::Document& kube_node);
 }  // namespace cache_index
 
 class ResourceCache {

@@ -515,6 +515,16 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     }
   }
 
+  for (const auto& w : world.pods) {
+    for (const auto& node :
+         cache_.by_index(kube::resources::nodes(), cache_index::kSlurmNodeName, w.hostname)) {
+      world.labelled_nodes[w.hostname].push_back(node->meta.name);
+    }
+    if (!w.kube_node.empty() && world.workers_on_node.count(w.kube_node) == 0) {
+      world.workers_on_node[w.kube_node] =
+          cache_.pods_by_index(cache_index::kNode, w.kube_node).size();
+    }
+  }
   if (world.health) {
     for (const auto& w : world.pods) {
       const std::string pod = kube::object_key(ns, w.name);

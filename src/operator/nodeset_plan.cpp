@@ -303,6 +303,14 @@ std::string to_string(const Change& change) {
 
 namespace {
 
+// The Node patch that sets its slurm-nodename label to `value` (null: removes it).
+PatchKubeNode slurm_name_label(const std::string& kube_node, json value) {
+  return {kube_node,
+          "slurm-nodename label",
+          {{"metadata", {{"labels", {{api::kLabelNodeSlurmNodeName, std::move(value)}}}}}},
+          false};
+}
+
 const std::map<std::string, slurm::Node>& no_nodes() {
   static const std::map<std::string, slurm::Node> none;
   return none;
@@ -353,6 +361,18 @@ struct Planner {
     add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
         std::move(before));
     deleted.insert(w.name);
+    unlabel_kube_node(w);
+  }
+  // The pod goes: its Node's slurm-nodename label, where it names this worker, goes after it.
+  void unlabel_kube_node(const WorkerPod& w) {
+    const auto found = world.kube_nodes.find(w.kube_node);
+    if (found == world.kube_nodes.end()) {
+      return;
+    }
+    if (const std::string* name = found->second->meta.label(api::kLabelNodeSlurmNodeName);
+        name != nullptr && *name == w.hostname) {
+      add(slurm_name_label(w.kube_node, nullptr), w.name, FailureEffect::kSync, "SyncFailed");
+    }
   }
   // Why the pod's Node is lost (lost_node), "" when it is not or nothing is to be done: in
   // DaemonSet mode the pod belongs to its Node and waits for it; a deletion of ours pending
@@ -377,6 +397,7 @@ struct Planner {
         {{true, "NodeLost",
           "Deleted pod " + w.name + " at once, to run it on another Node: " + lost}});
     deleted.insert(w.name);
+    unlabel_kube_node(w);
   }
   // The operator's pod-cordon, with the mark that makes it the operator's to take back. A
   // person's pod-cordon (no mark) is neither marked nor removed.
@@ -452,6 +473,7 @@ struct Planner {
   void drain_and_delete();
   void create_missing();
   void mirror_the_pods_that_stay();
+  void label_kube_nodes(const WorkerPod& w);
   void kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node);
   void link_slurm_node(const WorkerPod& w, const slurm::Node& node,
                        const kube::Document* kube_node);
@@ -1221,6 +1243,30 @@ void Planner::create_missing() {
   }
 }
 
+// slurm-bridge places the pods Slurm schedules on the Node whose slinky.slurm.net/slurm-nodename
+// label names the Slurm node: a Node that runs this worker alone and has no such label gets its
+// name, and a Node whose label names this worker, which runs elsewhere now, loses it. A label
+// naming anything else (an administrator's, another NodeSet's worker) is left as it is.
+void Planner::label_kube_nodes(const WorkerPod& w) {
+  if (const auto found = world.labelled_nodes.find(w.hostname);
+      found != world.labelled_nodes.end() && !w.kube_node.empty()) {
+    for (const auto& node : found->second) {
+      if (node != w.kube_node) {
+        add(slurm_name_label(node, nullptr), "node/" + node, FailureEffect::kSync, "SyncFailed");
+      }
+    }
+  }
+  const auto kube_node = world.kube_nodes.find(w.kube_node);
+  const auto workers = world.workers_on_node.find(w.kube_node);
+  if (w.terminating || kube_node == world.kube_nodes.end() ||
+      workers == world.workers_on_node.end() || workers->second != 1 ||
+      kube_node->second->meta.label(api::kLabelNodeSlurmNodeName) != nullptr) {
+    return;
+  }
+  add(slurm_name_label(w.kube_node, w.hostname), "node/" + w.kube_node, FailureEffect::kSync,
+      "SyncFailed");
+}
+
 void Planner::mirror_the_pods_that_stay() {
   // The pods that stay: Kubernetes cordons reach Slurm, Slurm's state reaches the pods.
   const bool protect = n.spec.workload_disruption_protection.value_or(true);
@@ -1235,6 +1281,9 @@ void Planner::mirror_the_pods_that_stay() {
     }
     if (w.revision == revision) {
       ++plan.updated;
+    }
+    if (!going && deleted.count(w.name) == 0) {
+      label_kube_nodes(w);
     }
     const slurm::Node* node = node_of(w);
     if (node == nullptr) {

@@ -285,6 +285,10 @@ struct NodeSetWorld {
   // A replacement that fails the check its predecessor failed on another Node carries its
   // fault with it. Read only while it follows a HealthCheck.
   std::map<std::string, std::vector<std::pair<std::string, api::NodeFailure>>> failures_elsewhere;
+  // The Nodes whose slinky.slurm.net/slurm-nodename label names one of its pods' hostnames, by
+  // hostname; and how many worker pods (of any NodeSet) run on each Node its pods run on.
+  std::map<std::string, std::vector<std::string>> labelled_nodes;
+  std::map<std::string, size_t> workers_on_node;
   // The blocks of the Controller's generated topology.yaml: a Node's clique joins one of these.
   std::set<std::string> topology_blocks;
   // How the Controller's slurm.conf and cgroup.conf track and hold jobs; nullopt when they

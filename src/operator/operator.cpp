@@ -140,6 +140,7 @@ void Operator::wire_nodes() {
   auto& kube_nodes =
       factory_.informer<Document>(kube::resources::nodes(), "", kube::decode_document);
   kube_nodes.store().add_index(cache_index::kFailedPod, cache_index::failed_pods);
+  kube_nodes.store().add_index(cache_index::kSlurmNodeName, cache_index::slurm_node_name);
   cache_.add(kube::resources::nodes(), &kube_nodes);
   informers_.push_back(&kube_nodes);
   const ResourceCache* cache = &cache_;

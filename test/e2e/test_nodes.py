@@ -87,6 +87,12 @@ def slurm_node_records(hostname: str) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
+def slurm_node_labels() -> dict[str, str]:
+    out = kubectl("get", "nodes", "-o", "json").stdout
+    return {n["metadata"]["name"]: n["metadata"]["labels"]["slinky.slurm.net/slurm-nodename"]
+            for n in json.loads(out)["items"] if "slinky.slurm.net/slurm-nodename" in n["metadata"].get("labels", {})}
+
+
 def test_three_workers_run_on_three_nodes_and_a_job_spans_them():
     assert len(NODES) == 3, NODES
     kubectl("label", "node", INFRA_NODE, "tightrope.test/role=infra", "--overwrite")
@@ -98,6 +104,9 @@ def test_three_workers_run_on_three_nodes_and_a_job_spans_them():
     assert sorted(where.values()) == sorted(NODES), where
     out = slurm("srun", "-N3", "hostname", timeout=90)
     assert sorted(out.split()) == sorted(where), out
+    # Each Node runs one worker: it carries that worker's Slurm name, as slurm-bridge reads it.
+    wait_until("each Node labelled with its worker's Slurm node", lambda: slurm_node_labels() == {
+        n: h for h, n in where.items()}, 30, cluster_state)
 
 
 def test_a_rolling_update_with_a_job_on_every_node_kills_none():
@@ -129,6 +138,9 @@ def test_a_scale_in_with_a_job_on_every_node_kills_none():
     assert job_state(jobs[draining[0]]) == "RUNNING"  # drained, not killed
     wait_until("two workers left, idle", idle_workers(2), 240, cluster_state, period=5)
     assert {h: job_state(j) for h, j in jobs.items()} == {h: "COMPLETED" for h in jobs}
+    # The Node of the worker that went no longer names it.
+    wait_until("the gone worker's Node label to go", lambda: slurm_node_labels() == {
+        n: h for h, n in placement().items()}, 30, cluster_state)
 
 
 def test_kubectl_drain_waits_for_the_job_and_the_pod_comes_back_on_another_node():

@@ -124,6 +124,55 @@ TEST(NodeSetPlan, ADrainedIdleVictimIsDeletedByUidAndGetsNoOtherWrite) {
   }
 }
 
+// The Kubernetes Node `name` of the bed, with the slurm-nodename label `value`.
+void label_node(Bed& bed, const std::string& name, const std::string& value) {
+  auto node = std::make_shared<kube::Document>(*bed.world.kube_nodes[name]);
+  node->meta.labels = {{std::string(api::kLabelNodeSlurmNodeName), value}};
+  bed.world.kube_nodes[name] = node;
+}
+
+std::vector<std::pair<std::string, json>> label_patches(const NodeSetPlan& plan) {
+  std::vector<std::pair<std::string, json>> out;
+  for (const auto& c : all_of<PatchKubeNode>(plan)) {
+    if (c.what == "slurm-nodename label") {
+      out.emplace_back(c.name,
+                       c.patch["metadata"]["labels"][std::string(api::kLabelNodeSlurmNodeName)]);
+    }
+  }
+  return out;
+}
+
+TEST(NodeSetPlan, ANodeThatRunsOneWorkerAloneIsLabelledWithItsSlurmNodeForTheBridge) {
+  Bed bed(2, 2);
+  bed.world.workers_on_node = {{"k8s-0", 1}, {"k8s-1", 2}};
+  using Patches = std::vector<std::pair<std::string, json>>;
+  EXPECT_EQ(label_patches(bed.plan()), (Patches{{"k8s-0", "cpu-0"}}))
+      << "k8s-1 runs another worker beside cpu-1";
+  label_node(bed, "k8s-0", "someone-elses");
+  EXPECT_TRUE(label_patches(bed.plan()).empty()) << "a label of another's stays";
+  // cpu-1 ran on k8s-7 before, whose label still names it: it goes.
+  bed.world.labelled_nodes = {{"cpu-1", {"k8s-1", "k8s-7"}}};
+  EXPECT_EQ(label_patches(bed.plan()), (Patches{{"k8s-7", nullptr}}));
+}
+
+TEST(NodeSetPlan, AWorkersLabelGoesFromItsNodeWithThePod) {
+  Bed bed(1, 2);
+  label_node(bed, "k8s-1", "cpu-1");
+  bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
+  bed.nodes["cpu-1"].reason = "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  const NodeSetPlan plan = bed.plan();
+  ASSERT_EQ(all_of<DeletePod>(plan).size(), 1U);
+  EXPECT_EQ(label_patches(plan), (std::vector<std::pair<std::string, json>>{{"k8s-1", nullptr}}));
+  std::vector<std::string> chain;
+  for (const auto& a : plan.actions) {
+    if (a.chain == "cpu-1") {
+      chain.push_back(to_string(a.change));
+    }
+  }
+  ASSERT_EQ(chain.size(), 2U);
+  EXPECT_TRUE(chain[0].starts_with("delete pod cpu-1")) << "the label after the pod, not before";
+}
+
 TEST(NodeSetPlan, AVictimWhoseJobEndedJustNowWaitsUntilSlurmctldHasSavedTheEnd) {
   Bed bed(1, 2);
   bed.nodes["cpu-1"].state = {"IDLE", "DRAIN"};
