@@ -164,6 +164,39 @@ void PodExpectations::forget_all() {
 
 namespace {
 
+// What the Kubernetes Nodes say of its pods beyond the Nodes they run on: which Nodes'
+// slurm-nodename label names a pod's hostname, how many workers share each pod's Node, and (under a
+// HealthCheck) the failures other Nodes keep of its pods' names.
+void read_nodes_of_its_pods(const ResourceCache& cache, const std::string& ns,
+                            NodeSetWorld& world) {
+  for (const auto& w : world.pods) {
+    for (const auto& node :
+         cache.by_index(kube::resources::nodes(), cache_index::kSlurmNodeName, w.hostname)) {
+      world.labelled_nodes[w.hostname].push_back(node->meta.name);
+    }
+    if (!w.kube_node.empty() && world.workers_on_node.count(w.kube_node) == 0) {
+      world.workers_on_node[w.kube_node] =
+          cache.pods_by_index(cache_index::kNode, w.kube_node).size();
+    }
+  }
+  if (world.health) {
+    for (const auto& w : world.pods) {
+      const std::string pod = kube::object_key(ns, w.name);
+      for (const auto& node :
+           cache.by_index(kube::resources::nodes(), cache_index::kFailedPod, pod)) {
+        if (node->meta.name == w.kube_node) {
+          continue;
+        }
+        for (auto& f : api::decode_node_failures(node->doc)) {
+          if (f.pod == pod) {
+            world.failures_elsewhere[w.name].emplace_back(node->meta.name, std::move(f));
+          }
+        }
+      }
+    }
+  }
+}
+
 // The DRA device taints on the devices of these Nodes, by Node (none where the API server
 // serves no ResourceSlices).
 std::map<std::string, std::vector<DeviceTaint>> device_taints_on(
@@ -515,32 +548,7 @@ NodeSetWorld NodeSetReconciler::observe(const kube::Document& nodeset, api::Node
     }
   }
 
-  for (const auto& w : world.pods) {
-    for (const auto& node :
-         cache_.by_index(kube::resources::nodes(), cache_index::kSlurmNodeName, w.hostname)) {
-      world.labelled_nodes[w.hostname].push_back(node->meta.name);
-    }
-    if (!w.kube_node.empty() && world.workers_on_node.count(w.kube_node) == 0) {
-      world.workers_on_node[w.kube_node] =
-          cache_.pods_by_index(cache_index::kNode, w.kube_node).size();
-    }
-  }
-  if (world.health) {
-    for (const auto& w : world.pods) {
-      const std::string pod = kube::object_key(ns, w.name);
-      for (const auto& node :
-           cache_.by_index(kube::resources::nodes(), cache_index::kFailedPod, pod)) {
-        if (node->meta.name == w.kube_node) {
-          continue;
-        }
-        for (auto& f : api::decode_node_failures(node->doc)) {
-          if (f.pod == pod) {
-            world.failures_elsewhere[w.name].emplace_back(node->meta.name, std::move(f));
-          }
-        }
-      }
-    }
-  }
+  read_nodes_of_its_pods(cache_, ns, world);
   if (world.health && !world.health->signals.device_taints.empty()) {
     world.device_taints = device_taints_on(cache_, world.kube_nodes);
   }
