@@ -119,6 +119,17 @@ inline constexpr std::string_view kAnnotationComputeDomain = "tightrope.slurm.ne
 inline constexpr std::string_view kAnnotationHealthFailures = "tightrope.slurm.net/health-failures";
 inline constexpr std::string_view kTaintUnhealthy = "tightrope.slurm.net/unhealthy";
 
+// Tightrope's own: power saving (docs/power-saving.md). A NodeSet with the first is power-saved:
+// Slurm knows its nodes up to spec.replicas powered down, and the operator runs a pod for each
+// node Slurm powers up. Whole seconds each: idle before Slurm powers a node down, how long a node
+// may take to come up (its pod's pull and start included), and how long to go down.
+inline constexpr std::string_view kAnnotationSuspendTime =
+    "tightrope.slurm.net/suspend-time-seconds";
+inline constexpr std::string_view kAnnotationResumeTimeout =
+    "tightrope.slurm.net/resume-timeout-seconds";
+inline constexpr std::string_view kAnnotationSuspendTimeout =
+    "tightrope.slurm.net/suspend-timeout-seconds";
+
 // Every Slurm node reason the operator writes starts with this; a reason without it belongs to
 // an administrator and is never touched.
 inline constexpr std::string_view kReasonPrefix = "slurm-operator: ";

@@ -876,6 +876,12 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
           return slurm_error(client.delete_node(c.node), true);
         });
       },
+      [slurm_write, &key](const CreateSlurmNode& c) {
+        return slurm_write([&](slurm::Client& client) {
+          log::info("nodeset.slurm_node_created", {{"nodeset", key}, {"record", c.record}});
+          return slurm_error(client.create_node(c.record));
+        });
+      },
       [slurm_write](const ReleaseReservation& c) {
         return slurm_write([&](slurm::Client& client) {
           return slurm_error(client.delete_reservation(c.name), true);

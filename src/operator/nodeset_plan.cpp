@@ -15,6 +15,7 @@
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/gpus.hpp"
 #include "operator/build/nodeset.hpp"
+#include "operator/build/power.hpp"
 #include "operator/build/topology.hpp"
 #include "operator/cluster_metrics.hpp"
 #include "operator/conditions.hpp"
@@ -297,6 +298,9 @@ std::string to_string(const Change& change) {
       return "update Slurm node " + c.node + ": " + join(fields, " ");
     }
     std::string operator()(const DeleteSlurmNode& c) const { return "delete Slurm node " + c.node; }
+    std::string operator()(const CreateSlurmNode& c) const {
+      return "create Slurm node " + c.record;
+    }
   };
   return std::visit(Describe{}, change);
 }
@@ -314,6 +318,11 @@ PatchKubeNode slurm_name_label(const std::string& kube_node, json value) {
 const std::map<std::string, slurm::Node>& no_nodes() {
   static const std::map<std::string, slurm::Node> none;
   return none;
+}
+
+std::optional<build::PowerSaving> power_of(const api::NodeSet& n) {
+  auto power = build::nodeset_power_saving(n);
+  return power ? *power : std::nullopt;
 }
 
 int64_t nodeset_gpu_limit(const api::NodeSet& n) {
@@ -337,7 +346,8 @@ struct Planner {
         slurm_problem(w.slurm.problem),
         nodes(slurm_ok && w.slurm.snapshot.nodes ? *w.slurm.snapshot.nodes : no_nodes()),
         gpu_limit(nodeset_gpu_limit(w.nodeset)),
-        health(w.health ? &*w.health : nullptr) {}
+        health(w.health ? &*w.health : nullptr),
+        power(power_of(w.nodeset)) {}
 
   void add(Change change, const std::string& chain, FailureEffect effect, const std::string& reason,
            std::vector<NodeSetEvent> events = {}, bool guards_rest = false) {
@@ -448,6 +458,8 @@ struct Planner {
   void read_pods();
   void replace_exited();
   void choose();
+  void follow_power(std::vector<WorkerPod>& beyond);
+  void keep_power_records();
   void remediate();
   void record_on_node(const WorkerPod& w, const health::Report& report, bool hardware);
   const std::pair<std::string, api::NodeFailure>* failed_before(
@@ -492,9 +504,10 @@ struct Planner {
   const std::string slurm_why;
   const std::string& slurm_problem;
   const std::map<std::string, slurm::Node>& nodes;
-  const int64_t gpu_limit;                  // nvidia.com/gpu of each pod; 0: none
-  const HealthPolicy* const health;         // the HealthCheck followed; nullptr: none
-  std::vector<std::string> gpu_mismatches;  // gpu_shortfall of each running pod that has one
+  const int64_t gpu_limit;                        // nvidia.com/gpu of each pod; 0: none
+  const HealthPolicy* const health;               // the HealthCheck followed; nullptr: none
+  const std::optional<build::PowerSaving> power;  // nullopt: not power-saved
+  std::vector<std::string> gpu_mismatches;        // gpu_shortfall of each running pod that has one
 
   NodeSetPlan plan;
   std::string revision;
@@ -674,6 +687,10 @@ void Planner::choose() {
 
   // Which pods go (choose_victims), in the order they go.
   want = daemon ? static_cast<int64_t>(eligible.size()) : n.spec.replicas.value_or(1);
+  std::vector<WorkerPod> beyond;  // power saving: pods over the maximum, scaled in
+  if (power) {
+    follow_power(beyond);
+  }
   plan.want = want;
   // A victim drained a moment ago keeps its place though the snapshot does not show it yet.
   std::map<std::string, slurm::Node> with_drains;
@@ -690,10 +707,113 @@ void Planner::choose() {
     }
     ordered = &with_drains;
   }
-  Victims victims = choose_victims(n, std::move(active), *ordered, want, revision, eligible);
+  // Power saving: the pods that stay are those Slurm keeps powered; only updates replace them.
+  const int64_t keep = power ? static_cast<int64_t>(active.size()) : want;
+  Victims victims = choose_victims(n, std::move(active), *ordered, keep, revision, eligible);
   condemned = std::move(victims.condemned);
   outdated_pods = std::move(victims.outdated);
   active = std::move(victims.order);
+  for (auto& w : beyond) {
+    condemned.try_emplace(w.name, "scale-in");
+    active.push_back(std::move(w));
+  }
+}
+
+// Power saving: Slurm decides which nodes are up. A pod runs for each node of an ordinal below
+// spec.replicas that Slurm powers up or keeps up; the pod of a node it powered down goes at once,
+// without a drain (Slurm powers down only idle nodes, and a drain would keep it from powering the
+// node up again), and the node's record stays for Slurm to power up. Nothing is deleted while
+// Slurm cannot be read. `want` becomes the number of powered nodes.
+void Planner::follow_power(std::vector<WorkerPod>& beyond) {
+  const int64_t most = n.spec.replicas.value_or(1);
+  std::vector<WorkerPod> kept;
+  for (auto& w : active) {
+    if (w.ordinal < 0 || w.ordinal >= most) {
+      beyond.push_back(std::move(w));
+      continue;
+    }
+    const slurm::Node* node = node_of(w);
+    if (node == nullptr || !powered_down(*node)) {
+      kept.push_back(std::move(w));
+      continue;
+    }
+    std::vector<NodeSetEvent> before;
+    if (resume_timed_out(*node)) {
+      const std::string why = !w.start_failure.empty()   ? w.start_failure
+                              : !w.unschedulable.empty() ? "unschedulable: " + w.unschedulable
+                              : w.ready                  ? "its slurmd did not register in time"
+                                                         : "it was not ready in time";
+      before.push_back({true, "ResumeTimedOut",
+                        "Slurm gave up powering up node " + w.hostname + " (" + node->reason +
+                            "), its job requeued: pod " + w.name + " " + why});
+    }
+    delete_pod(w, "Slurm powered its node " + w.hostname + " down", std::move(before));
+    ++plan.terminating;
+  }
+  active = std::move(kept);
+  want = 0;
+  for (int64_t ordinal = 0; ordinal < most; ++ordinal) {
+    const auto node = nodes.find(build::nodeset_pod_hostname(n, ordinal));
+    want += node != nodes.end() && !powered_down(node->second) ? 1 : 0;
+  }
+}
+
+// Power saving: Slurm knows every node up to spec.replicas, powered down until it gives one a
+// job; one over it that is powered down goes. A node that gave up coming up (ResumeTimeout) is
+// made resumable again, for Slurm to power up when its requeued job is given it.
+void Planner::keep_power_records() {
+  if (!power || !slurm_ok) {
+    return;
+  }
+  const int64_t most = n.spec.replicas.value_or(1);
+  std::set<std::string> hostnames;
+  std::set<int64_t> taken;
+  for (const auto& w : pods) {
+    taken.insert(w.ordinal);
+  }
+  for (const auto& name : world.expected.creations) {
+    taken.insert(build::nodeset_pod_ordinal(n, name));
+  }
+  size_t creates = 0;
+  for (int64_t ordinal = 0; ordinal < most; ++ordinal) {
+    const std::string hostname = build::nodeset_pod_hostname(n, ordinal);
+    hostnames.insert(hostname);
+    const auto node = nodes.find(hostname);
+    if (node != nodes.end()) {
+      if (resume_timed_out(node->second)) {
+        add(ResumeSlurmNode{hostname}, "slurm/" + hostname, FailureEffect::kSync,
+            "SlurmUpdateFailed",
+            {{false, "PowerSavingResumed",
+              "Slurm node " + hostname +
+                  " may be powered up again: Slurm powers it up when it gives it a job"}});
+      }
+      continue;
+    }
+    if (taken.count(ordinal) != 0 || creates >= kMaxCreatesPerReconcile) {
+      continue;  // a pod of it registers the node itself
+    }
+    auto record = build::cloud_node_record(n, ordinal);
+    if (!record) {
+      if (plan.unbuildable.empty()) {
+        plan.unbuildable = record.error();
+      }
+      return;
+    }
+    ++creates;
+    add(CreateSlurmNode{hostname, *record}, "slurm/" + hostname, FailureEffect::kSync,
+        "SlurmUpdateFailed");
+  }
+  const std::string feature = n.slurm_name();
+  for (const auto& [name, node] : nodes) {
+    if (hostnames.count(name) == 0 && node.has("CLOUD") && node.has("POWERED_DOWN") &&
+        !node.busy() &&
+        std::find(node.features.begin(), node.features.end(), feature) != node.features.end()) {
+      add(DeleteSlurmNode{name}, "slurm/" + name, FailureEffect::kSync, "SlurmUpdateFailed",
+          {{false, "PowerSavingNodeDeleted",
+            "Deleted powered-down Slurm node " + name + ": beyond spec.replicas (" +
+                std::to_string(most) + ")"}});
+    }
+  }
 }
 
 std::string follows_pod_words(const std::pair<std::string, api::NodeFailure>& before) {
@@ -1201,6 +1321,24 @@ void Planner::create_missing() {
   for (const auto& name : world.expected.creations) {
     taken.insert(build::nodeset_pod_ordinal(n, name));
   }
+  if (power) {
+    // The nodes Slurm powers up, by ordinal; a pod still going holds its ordinal.
+    std::vector<int64_t> powered;
+    for (int64_t ordinal = 0; ordinal < n.spec.replicas.value_or(1); ++ordinal) {
+      const auto node = nodes.find(build::nodeset_pod_hostname(n, ordinal));
+      if (node != nodes.end() && !powered_down(node->second) && taken.count(ordinal) == 0) {
+        powered.push_back(ordinal);
+      }
+    }
+    for (const int64_t ordinal : powered) {
+      if (creates >= kMaxCreatesPerReconcile) {
+        break;
+      }
+      create_pod(build::build_nodeset_pod(n, in, ordinal, ""), build::nodeset_pod_name(n, ordinal),
+                 build::nodeset_padded_ordinal(n, ordinal));
+    }
+    return;
+  }
   // First the ordinals of pods replaced for a failed check: the replacement registers into the
   // drained record, which holds it out of Slurm's hands until its own checks pass (remediate).
   // The cheap test first: this runs over every Slurm node of the cluster.
@@ -1601,7 +1739,7 @@ void Planner::prune_slurm_records() {
     }
     for (const auto& [name, node] : nodes) {
       const json info = json::parse(node.comment, nullptr, false);
-      if (hostnames.count(name) != 0 || !info.is_object() ||
+      if (hostnames.count(name) != 0 || (power && node.has("CLOUD")) || !info.is_object() ||
           info.value("nodeSetUID", "") != n.metadata.uid || node.busy() ||
           !(node.has("DOWN") || node.has("NOT_RESPONDING"))) {
         continue;
@@ -1692,7 +1830,8 @@ void Planner::empty_slurm_records(std::vector<std::string>& finalizers,
   const auto release = [&] {
     std::erase(finalizers, std::string(api::kFinalizerNodeSetSlurmNodes));
   };
-  if (n.spec.prune_slurm_node_records != "NodeNotFound") {
+  // A power-saved NodeSet's records are the operator's own, made before any pod.
+  if (n.spec.prune_slurm_node_records != "NodeNotFound" && !power) {
     release();
     return;
   }
@@ -1807,6 +1946,10 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
     p.plan.stop = Readiness{false, "InvalidConfig", conf.error()};
     return std::move(p.plan);
   }
+  if (auto power = build::nodeset_power_saving(world.nodeset); !power) {
+    p.plan.stop = Readiness{false, "InvalidConfig", power.error().to_string()};
+    return std::move(p.plan);
+  }
   p.make_prerequisites();
   p.keep_revisions();
   p.read_pods();
@@ -1817,6 +1960,7 @@ NodeSetPlan plan_nodeset(const NodeSetWorld& world) {
   p.keep_finalizers_and_reservation();
   p.drain_and_delete();
   p.create_missing();
+  p.keep_power_records();
   p.mirror_the_pods_that_stay();
   p.prune_slurm_records();
   p.write_status();

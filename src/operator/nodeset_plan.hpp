@@ -183,6 +183,12 @@ bool down_before_pod(const slurm::Node& node, const WorkerPod& w);
 
 // Drained: DRAIN and no work left. Only then may its pod go.
 bool slurm_drained(const slurm::Node& node);
+// Power saving (build/power.hpp): Slurm has powered the node down, or is powering it down, and
+// it holds no work. Its pod goes without a drain, which would keep Slurm from powering it up.
+bool powered_down(const slurm::Node& node);
+// Slurm gave up waiting for the node to come up (ResumeTimeout): DOWN and powered down, with
+// Slurm's reason. Its job is requeued; the node waits for `scontrol update state=resume`.
+bool resume_timed_out(const slurm::Node& node);
 // A node whose pod is to go must be drained (again): not DRAIN, or DRAIN being undone (UNDRAIN).
 // Scale-in, updates and deletion alike.
 bool drain_needed(const slurm::Node& node);
@@ -396,6 +402,10 @@ struct UpdateSlurmNode {
 struct DeleteSlurmNode {
   std::string node;
 };
+struct CreateSlurmNode {  // power saving: a powered-down node, as cloud_node_record says
+  std::string node;
+  std::string record;
+};
 // An active check (docs/health.md): the node's reservation, then the check job in it. A
 // reservation of that name already there is a check already started: nothing more is done.
 struct StartActiveCheck {
@@ -404,11 +414,11 @@ struct StartActiveCheck {
   slurm::JobSubmission job;
 };
 
-using Change =
-    std::variant<CreateRevision, DeleteRevision, SetFinalizers, SyncReservation, ReleaseReservation,
-                 CreateComputeDomain, CreateSshHostKeys, ApplyObject, CreatePod, DeletePod,
-                 GiveClaimsToPod, PatchPod, PatchKubeNode, DrainSlurmNode, UndrainSlurmNode,
-                 ResumeSlurmNode, UpdateSlurmNode, DeleteSlurmNode, StartActiveCheck>;
+using Change = std::variant<CreateRevision, DeleteRevision, SetFinalizers, SyncReservation,
+                            ReleaseReservation, CreateComputeDomain, CreateSshHostKeys, ApplyObject,
+                            CreatePod, DeletePod, GiveClaimsToPod, PatchPod, PatchKubeNode,
+                            DrainSlurmNode, UndrainSlurmNode, ResumeSlurmNode, UpdateSlurmNode,
+                            DeleteSlurmNode, CreateSlurmNode, StartActiveCheck>;
 
 // What a failed action means for the NodeSet's status.
 enum class FailureEffect {

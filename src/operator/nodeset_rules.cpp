@@ -123,6 +123,15 @@ bool slurm_drained(const slurm::Node& node) {
   return node.drain() && !node.has("UNDRAIN") && !node.busy();
 }
 
+bool powered_down(const slurm::Node& node) {
+  return (node.has("POWERED_DOWN") || node.has("POWERING_DOWN")) && !node.busy();
+}
+
+bool resume_timed_out(const slurm::Node& node) {
+  return node.has("DOWN") && node.has("POWERED_DOWN") &&
+         node.reason.find("ResumeTimeout reached") != std::string::npos;
+}
+
 bool drain_needed(const slurm::Node& node) {
   return !node.drain() || node.has("UNDRAIN");
 }

@@ -12,6 +12,7 @@
 #include "kube/base64.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/gpus.hpp"
+#include "operator/build/power.hpp"
 
 namespace tightrope::webhook {
 namespace {
@@ -70,9 +71,9 @@ class ConfigMaps {
 };
 
 // Checks beyond validate(): the Controller's on its extraConf and the files its ConfigMaps
-// bring, and a NodeSet's GPUs (what it would register against what its pods get). NodeSets are
-// not gathered: a clash of extraConf with a NodeSet record is the reconciler's to report, as it
-// depends on objects other than this one.
+// bring, and a NodeSet's GPUs (what it would register against what its pods get) and power
+// saving. NodeSets are not gathered: a clash of extraConf with a NodeSet record is the
+// reconciler's to report, as it depends on objects other than this one.
 template <typename T>
 api::FieldErrors config_errors(const T& /*object*/, ConfigMaps& /*maps*/,
                                std::vector<std::string>* /*warnings*/) {
@@ -81,10 +82,14 @@ api::FieldErrors config_errors(const T& /*object*/, ConfigMaps& /*maps*/,
 
 api::FieldErrors config_errors(const api::NodeSet& n, ConfigMaps& /*maps*/,
                                std::vector<std::string>* /*warnings*/) {
+  api::FieldErrors errors;
   if (auto gpus = op::build::nodeset_gpus(n); !gpus) {
-    return {gpus.error()};
+    errors.push_back(gpus.error());
   }
-  return {};
+  if (auto power = op::build::nodeset_power_saving(n); !power) {
+    errors.push_back(power.error());
+  }
+  return errors;
 }
 
 api::FieldErrors config_errors(const api::Controller& c, ConfigMaps& maps,

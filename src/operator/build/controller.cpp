@@ -8,6 +8,7 @@
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/gpus.hpp"
 #include "operator/build/health.hpp"
+#include "operator/build/power.hpp"
 #include "operator/build/topology.hpp"
 #include "slurm/conf.hpp"
 
@@ -29,8 +30,9 @@ json labels_of(const api::Controller& c) {
 
 // Keys whose values are comma lists: a user's extraConf adds to the operator's list.
 const std::set<std::string>& merged_keys() {
-  static const std::set<std::string> keys = {"slurmctldparameters", "authinfo", "authaltparameters",
-                                             "grestypes", "prologflags"};
+  static const std::set<std::string> keys = {"slurmctldparameters", "authinfo",
+                                             "authaltparameters",   "grestypes",
+                                             "prologflags",         "suspendexcparts"};
   return keys;
 }
 
@@ -79,10 +81,26 @@ std::vector<std::string> files_of(const std::vector<api::LocalRef>& refs,
   return files;
 }
 
-std::string partition_line(const api::NodeSet& n) {
+// `any_power`: some NodeSet of the cluster is power-saved. Its partition says how its nodes
+// power down; every other partition keeps its nodes up (SuspendTime=INFINITE), since their slurmd
+// could not be powered up again. What the partition's config says wins.
+std::string partition_line(const api::NodeSet& n, bool any_power) {
   std::string line = "PartitionName=" + n.slurm_name() + " Nodes=" + n.slurm_name();
   if (!n.spec.partition.config.empty()) {
     line += " " + n.spec.partition.config;
+  }
+  const std::string said = lower(n.spec.partition.config);
+  const auto unless_said = [&](const char* key, const std::string& value) {
+    if (said.find(lower(key) + "=") == std::string::npos) {
+      line += " " + std::string(key) + "=" + value;
+    }
+  };
+  if (const auto power = nodeset_power_saving(n); power && *power) {
+    unless_said("SuspendTime", std::to_string((*power)->suspend_time));
+    unless_said("ResumeTimeout", std::to_string((*power)->resume_timeout));
+    unless_said("SuspendTimeout", std::to_string((*power)->suspend_timeout));
+  } else if (any_power) {
+    unless_said("SuspendTime", "INFINITE");
   }
   return line;
 }
@@ -291,9 +309,59 @@ ExtraConf read_extra_conf(const std::string& extra_conf) {
   return out;
 }
 
+// Power saving where a NodeSet has it (build/power.hpp). slurmctld turns it on only when the
+// global SuspendTime is set as it starts, and its Resume/SuspendTimeout are global too: they are
+// the power-saved NodeSets' tightest, while each of their partitions says its own. The other
+// NodeSets' partitions are left out (SuspendExcParts). Slurm logs each node it powers up or down
+// ("power_save: ... waking nodes"); the operator acts on the node states it reads, so the
+// programs Slurm calls have nothing left to do.
+void append_power_saving(slurm::SlurmConf& conf, const ExtraConf& extra,
+                         const ControllerInputs& in) {
+  std::optional<PowerSaving> tightest;
+  std::string others;
+  for (const api::NodeSet* n : sorted_nodesets(in)) {
+    if (const auto power = nodeset_power_saving(*n); power && *power) {
+      PowerSaving& t = tightest ? *tightest : tightest.emplace(**power);
+      t.suspend_time = std::min(t.suspend_time, (*power)->suspend_time);
+      t.resume_timeout = std::max(t.resume_timeout, (*power)->resume_timeout);
+      t.suspend_timeout = std::max(t.suspend_timeout, (*power)->suspend_timeout);
+    } else if (n->spec.partition.enabled) {
+      others = union_list(others, n->slurm_name());
+    }
+  }
+  const auto theirs = extra.merged.find("suspendexcparts");
+  if (!tightest) {
+    if (theirs != extra.merged.end()) {
+      conf.set("SuspendExcParts", theirs->second);
+    }
+    return;
+  }
+  const auto soft = [&](const char* key, const std::string& value) {
+    if (extra.user_keys.count(lower(key)) == 0) {
+      conf.set(key, value);
+    }
+  };
+  soft("SuspendTime", std::to_string(tightest->suspend_time));
+  soft("ResumeTimeout", std::to_string(tightest->resume_timeout));
+  soft("SuspendTimeout", std::to_string(tightest->suspend_timeout));
+  soft("ResumeProgram", "/bin/true");
+  soft("SuspendProgram", "/bin/true");
+  const std::string excluded =
+      theirs == extra.merged.end() ? others : union_list(others, theirs->second);
+  if (!excluded.empty()) {
+    conf.set("SuspendExcParts", excluded);
+  }
+}
+
+bool any_power_saved(const ControllerInputs& in) {
+  return std::any_of(in.nodesets.begin(), in.nodesets.end(),
+                     [](const api::NodeSet& n) { return !n.metadata.deleting && power_saved(n); });
+}
+
 // One NodeSet line per NodeSet, and its partition where enabled.
 void append_nodesets(slurm::SlurmConf& conf, const api::Controller& c, const ControllerInputs& in) {
   const auto nodesets = sorted_nodesets(in);
+  const bool any_power = any_power_saved(in);
   const bool nvlink = build_topology_yaml(c, in).has_value();
   if (!nodesets.empty()) {
     conf.append_blank();
@@ -302,7 +370,7 @@ void append_nodesets(slurm::SlurmConf& conf, const api::Controller& c, const Con
   for (const api::NodeSet* n : nodesets) {
     conf.append_setting({{"NodeSet", n->slurm_name()}, {"Feature", n->slurm_name()}});
     if (n->spec.partition.enabled) {
-      std::string text = partition_line(*n);
+      std::string text = partition_line(*n, any_power);
       // A NodeSet on NVLink cliques schedules its partition's jobs on the cliques' blocks,
       // unless its partition names a topology of its own.
       if (nvlink && nodeset_on_cliques(*n) &&
@@ -441,6 +509,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   scripts("EpilogSlurmctld", s.epilog_slurmctld_script_refs, false);
   scripts("Prolog", s.prolog_script_refs, true);
   scripts("Epilog", s.epilog_script_refs, true);
+  append_power_saving(conf, extra, in);
   append_nodesets(conf, c, in);
   std::string text = conf.render();
   if (!extra.text.empty() && extra.text.find_first_not_of(" \n\t") != std::string::npos) {

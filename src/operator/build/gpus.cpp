@@ -26,27 +26,27 @@ std::string annotation(const api::NodeSet& n, std::string_view key) {
   return it == n.metadata.annotations.end() ? std::string() : it->second;
 }
 
-// A resources.limits entry: where it was found, and its value.
-struct Limit {
-  std::string field;
-  std::string resource;
-  json value;
-};
+std::optional<SlurmdLimit> gpu_limit(const api::NodeSet& n) {
+  return slurmd_limit(n, [](std::string_view resource) {
+    return resource == kResourceGpu || resource.starts_with(kMigResourcePrefix);
+  });
+}
 
-// The slurmd container's GPU limit as the pod gets it: the template's slurmd container is
-// merged over spec.slurmd, so its limit wins.
-std::optional<Limit> gpu_limit(const api::NodeSet& n) {
-  std::optional<Limit> found;
+}  // namespace
+
+std::optional<SlurmdLimit> slurmd_limit(const api::NodeSet& n,
+                                        const std::function<bool(std::string_view)>& matches) {
+  std::optional<SlurmdLimit> found;
   const auto look = [&](const json& container, const std::string& field) {
     const json limits = container.value("/resources/limits"_json_pointer, json::object());
     if (!limits.is_object()) {
       return;
     }
     for (const auto& [resource, value] : limits.items()) {
-      if (resource == kResourceGpu || std::string_view(resource).starts_with(kMigResourcePrefix)) {
+      if (matches(resource)) {
         std::string where = field;
         where += ".resources.limits[" + resource + "]";
-        found = Limit{std::move(where), resource, value};
+        found = SlurmdLimit{std::move(where), resource, value};
       }
     }
   };
@@ -61,6 +61,8 @@ std::optional<Limit> gpu_limit(const api::NodeSet& n) {
   }
   return found;
 }
+
+namespace {
 
 // The one nvidia.com/gpu.product the template pins its pods to (nodeSelector, or every required
 // node affinity term naming the same single value), and where it says so.

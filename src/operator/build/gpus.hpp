@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,18 @@ struct GpuRequest {
   // The NodeSet's nodes get lines in gres.conf.
   bool in_gres_conf() const { return wants_gpus() || autodetect_only; }
 };
+
+// A resources.limits entry of the slurmd container: where it was found, and its value.
+struct SlurmdLimit {
+  std::string field;
+  std::string resource;
+  nlohmann::json value;
+};
+
+// The slurmd container's limit of the resource `matches` picks, as the pod gets it: the
+// template's slurmd container is merged over spec.slurmd, so its limit wins.
+std::optional<SlurmdLimit> slurmd_limit(const api::NodeSet& n,
+                                        const std::function<bool(std::string_view)>& matches);
 
 // The Slurm GRES type of a GPU Feature Discovery `nvidia.com/gpu.product` label: lower case, '-'
 // made '_' ("NVIDIA-H100-80GB-HBM3" -> "nvidia_h100_80gb_hbm3", what Slurm's autodetection calls

@@ -14,6 +14,7 @@
 #include "operator/build/compute_domain.hpp"
 #include "operator/build/controller.hpp"
 #include "operator/build/gpus.hpp"
+#include "operator/build/power.hpp"
 
 namespace tightrope::op::build {
 
@@ -172,6 +173,10 @@ json nodeset_revision_data(const api::NodeSet& n, const NodeSetInputs& in) {
   }
   // Where slurmd finds slurmctld is in every pod's arguments: moving it rolls the workers.
   data["confServer"] = controller_conf_server(in.controller);
+  // Power saving changes slurmd's arguments and its pod's end.
+  if (power_saved(n)) {
+    data["powerSaving"] = true;
+  }
   // So are the IMEX channels: asking for them rolls the workers onto the domain.
   if (wants_compute_domain(n)) {
     data["computeDomain"] = compute_domain_name(n);
@@ -296,6 +301,7 @@ void add_sshd(const api::NodeSet& n, json& container, json& volumes) {
 // the volumes they need (added to `ssh_volumes`) when spec.ssh is on.
 json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std::string& hostname,
                       const std::string& conf, json& ssh_volumes) {
+  const bool power = power_saved(n);
   const auto env_from_limit = [](const char* var, const char* resource, const char* divisor) {
     json ref = json::object();
     ref["containerName"] = "slurmd";
@@ -310,10 +316,16 @@ json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std
   // health check keeps that reason while DOWN: it is how the replacement is known to wait for its
   // own checks (remediation), and an outside signal's failure is on record nowhere else.
   const std::string prefix(api::kReasonPrefix);
-  const std::string terminating =
+  std::string terminating =
       "held=$(scontrol show node " + hostname + R"( 2>/dev/null | sed -n 's/^ *Reason=\()" +
       prefix + R"(.*healthcheck: .*\) \[[^]]*\]$/\1/p'); scontrol update nodename=)" + hostname +
       R"( state=down reason="${held:-)" + prefix + R"(Pod is terminating}")";
+  if (power) {
+    // A node Slurm powered down is not to be set DOWN: it could not be powered up again.
+    terminating = "case $(scontrol show node " + hostname +
+                  R"( 2>/dev/null) in *POWERED_DOWN*|*POWERING_DOWN*) exit 0 ;; esac; )" +
+                  terminating;
+  }
   // Built a part at a time: deeply nested initializer lists of json cost compilers and
   // clang-tidy minutes.
   json env = json::array();
@@ -336,8 +348,11 @@ json slurmd_container(const api::NodeSet& n, const api::Controller& c, const std
   json container = json::object();
   container["name"] = "slurmd";
   container["image"] = slurm_image("slurmd");
+  // A power-saved node's slurmd says it has just booted (-b): slurmctld waits for that from a
+  // node it powers up, and would keep waiting for the host's uptime to reset.
   container["args"] =
-      json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", conf});
+      power ? json::array({"-Z", "-b", "--conf-server", controller_conf_server(c), "--conf", conf})
+            : json::array({"-Z", "--conf-server", controller_conf_server(c), "--conf", conf});
   container["env"] = env;
   // A slurmd that dies shows the end of its log in the pod's status, and so in the NodeSet's
   // PodsFailing message: "fatal: ..." without kubectl logs.
