@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
   options.port = where->port;
   options.cert_file = cert_file;
   options.key_file = key_file;
-  webhook::Server server(options, webhook::config_maps_from(client));
+  webhook::Server server(options, webhook::config_maps_from(client),
+                         webhook::nodesets_from(client));
   if (pods_binding) {
     server.serve_bindings(webhook::copy_topology_with(client));
   }

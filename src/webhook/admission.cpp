@@ -280,6 +280,10 @@ bool read_review(const json& review, ReviewRequest& r, Verdict& v) {
   r.kind = text(*gvk, "kind");
   v.kind = r.kind;
   r.sub_resource = text(*request, "subResource");
+  if (const auto resource = request->find("resource");
+      resource != request->end() && resource->is_object()) {
+    r.resource = text(*resource, "resource");
+  }
   v.namespace_name = text(*request, "namespace");
   v.name = text(*request, "name");
   const auto object = request->find("object");
@@ -318,7 +322,33 @@ void deny_invalid(Verdict& v, api::FieldErrors errors) {
   v.causes = std::move(errors);
 }
 
-Verdict admit(const json& review, const ConfigMapLookup& config_maps) {
+// A new replicas count through a power-saved NodeSet's scale subresource: an autoscaler's
+// (KEDA and the HPA write there), refused, since Slurm powers that NodeSet's nodes up and down
+// and spec.replicas is only their most. A person changes it in the spec.
+void check_scale(const Request& r, const NodeSetLookup& nodesets, Verdict& v) {
+  if (r.resource != "nodesets" || r.operation != "UPDATE" || !nodesets ||
+      r.object->value("/spec/replicas"_json_pointer, json()) ==
+          r.old_object->value("/spec/replicas"_json_pointer, json())) {
+    return;
+  }
+  const auto stored = nodesets(v.namespace_name, v.name);
+  if (!stored) {
+    return;
+  }
+  const auto n = api::decode_nodeset(*stored);
+  if (!n || !op::build::power_saved(*n)) {
+    return;
+  }
+  deny(v, 422, "Invalid",
+       "NodeSet " + object_name(v) + " is power-saved (" +
+           std::string(api::kAnnotationSuspendTime) +
+           "): Slurm powers its nodes up and down, and spec.replicas is the most it may use, "
+           "which an autoscaler (KEDA, an HPA) must not drive; remove the autoscaler, or the "
+           "annotation to scale it so. To change the most, patch spec.replicas");
+}
+
+Verdict admit(const json& review, const ConfigMapLookup& config_maps,
+              const NodeSetLookup& nodesets) {
   Verdict v;
   try {
     Request r;
@@ -331,6 +361,9 @@ Verdict admit(const json& review, const ConfigMapLookup& config_maps) {
     // Status and scale go through subresources that the operator (or an autoscaler) writes;
     // the spec rules do not apply to them.
     if (!r.sub_resource.empty()) {
+      if (r.sub_resource == "scale") {
+        check_scale(r, nodesets, v);
+      }
       return v;
     }
     const auto checker = checkers().find(r.kind);
@@ -362,12 +395,13 @@ Verdict parse_review_body(std::string_view body, json& review) {
   return v;
 }
 
-Verdict admit(std::string_view body, const ConfigMapLookup& config_maps) {
+Verdict admit(std::string_view body, const ConfigMapLookup& config_maps,
+              const NodeSetLookup& nodesets) {
   json review;
   if (Verdict v = parse_review_body(body, review); !v.allowed) {
     return v;
   }
-  return admit(review, config_maps);
+  return admit(review, config_maps, nodesets);
 }
 
 json review_response(const Verdict& v) {

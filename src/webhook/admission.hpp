@@ -27,6 +27,11 @@ namespace tightrope::webhook {
 using ConfigMapLookup = std::function<std::optional<std::map<std::string, std::string>>(
     const std::string& ns, const std::string& name)>;
 
+// NodeSet `name` in namespace `ns` as stored, or nothing when it does not exist or cannot be
+// read (the check that needs it then lets the request through).
+using NodeSetLookup =
+    std::function<std::optional<nlohmann::json>(const std::string& ns, const std::string& name)>;
+
 // What the webhook decided about one request, with what a log line needs.
 struct Verdict {
   std::string api_version = "admission.k8s.io/v1";  // echoed: v1, or v1beta1 if asked so
@@ -53,10 +58,14 @@ struct Verdict {
 //           object already got wrong is a warning, not a denial (CRD validation ratcheting), so
 //           an object created before the webhook existed can still have its labels edited. An
 //           object being deleted is let through: a finalizer must always be removable.
-//   DELETE, CONNECT, subresources, kinds of other groups: allowed (the last with a warning).
-Verdict admit(const nlohmann::json& review, const ConfigMapLookup& config_maps);
+//   DELETE, CONNECT, subresources, kinds of other groups: allowed (the last with a warning),
+//           but for a change of a power-saved NodeSet's replicas through its scale subresource,
+//           which is an autoscaler's (KEDA, an HPA) and would fight Slurm's power saving.
+Verdict admit(const nlohmann::json& review, const ConfigMapLookup& config_maps,
+              const NodeSetLookup& nodesets = {});
 // The same from the request body; text that is not JSON is a denial.
-Verdict admit(std::string_view body, const ConfigMapLookup& config_maps);
+Verdict admit(std::string_view body, const ConfigMapLookup& config_maps,
+              const NodeSetLookup& nodesets = {});
 
 // The deepest nesting of arrays and objects a review's body may have. The objects of these
 // kinds are a few dozen levels deep; the decoders copy objects recursively (a hundred thousand
@@ -74,6 +83,7 @@ struct ReviewRequest {
   std::string version;
   std::string kind;
   std::string sub_resource;
+  std::string resource;  // "nodesets"
   const nlohmann::json* object = nullptr;
   const nlohmann::json* old_object = nullptr;
 };

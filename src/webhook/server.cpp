@@ -54,8 +54,10 @@ std::vector<std::string> review_paths() {
   return out;
 }
 
-Server::Server(ServerOptions options, ConfigMapLookup config_maps)
-    : options_(std::move(options)), config_maps_(std::move(config_maps)) {
+Server::Server(ServerOptions options, ConfigMapLookup config_maps, NodeSetLookup nodesets)
+    : options_(std::move(options)),
+      config_maps_(std::move(config_maps)),
+      nodesets_(std::move(nodesets)) {
   if (options_.metrics != nullptr) {
     reviews_ = &options_.metrics->counter(
         "tightrope_webhook_reviews_total",
@@ -124,7 +126,7 @@ tightrope::Result<Done, std::string> Server::start() {
 
   const auto on_review = [this](const httplib::Request& req, httplib::Response& res) {
     const auto started = std::chrono::steady_clock::now();
-    const Verdict verdict = admit(std::string_view(req.body), config_maps_);
+    const Verdict verdict = admit(std::string_view(req.body), config_maps_, nodesets_);
     const auto took = std::chrono::steady_clock::now() - started;
     log_verdict(verdict, req.path, took);
     count(verdict, took);
@@ -227,6 +229,23 @@ ConfigMapLookup config_maps_from(kube::Client& client) {
     }
     return data;
   };
+}
+
+NodeSetLookup nodesets_from(kube::Client& client) {
+  return
+      [&client](const std::string& ns, const std::string& name) -> std::optional<nlohmann::json> {
+        static const kube::ResourceType nodesets{
+            std::string(api::kGroup), std::string(api::kVersion), "nodesets", "NodeSet", true};
+        auto got = client.get(nodesets, ns, name);
+        if (!got) {
+          if (got.error().kind != kube::ErrorKind::kNotFound) {
+            log::warn("webhook.nodeset_unreadable",
+                      {{"nodeset", ns + "/" + name}, {"error", got.error().message}});
+          }
+          return std::nullopt;
+        }
+        return *got;
+      };
 }
 
 BindingEffect copy_topology_with(kube::Client& client) {

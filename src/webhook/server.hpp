@@ -53,7 +53,7 @@ using BindingEffect = std::function<void(const Binding&)>;
 
 class Server {
  public:
-  Server(ServerOptions options, ConfigMapLookup config_maps);
+  Server(ServerOptions options, ConfigMapLookup config_maps, NodeSetLookup nodesets = {});
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -81,6 +81,7 @@ class Server {
 
   ServerOptions options_;
   ConfigMapLookup config_maps_;
+  NodeSetLookup nodesets_;
   BindingEffect binding_effect_;
   std::vector<std::pair<std::string, ReviewHandler>> extra_;
   std::unique_ptr<ServingCertificate> certificate_;  // outlives server_'s TLS context
@@ -95,6 +96,8 @@ class Server {
 // ConfigMaps read through the API server (one GET each). A ConfigMap that is not there, or that
 // cannot be read, is nothing; a failure other than not-found is logged.
 ConfigMapLookup config_maps_from(kube::Client& client);
+// NodeSets read the same way, for their scale subresource's reviews.
+NodeSetLookup nodesets_from(kube::Client& client);
 
 // The topology copy through the API server: GET the pod and the Node, PATCH the pod's
 // annotation when topology_for says so.

@@ -265,6 +265,41 @@ TEST(Admission, AStatusUpdateIsNotValidated) {
   EXPECT_TRUE(admit(r, kNoConfigMaps).allowed);
 }
 
+// A Scale of NodeSet slurm/gpu, as the HPA or KEDA writes it, from `from` to `to` replicas.
+json scale_review(int from, int to) {
+  const auto scale = [](int replicas) {
+    return json{{"apiVersion", "autoscaling/v1"},
+                {"kind", "Scale"},
+                {"metadata", {{"name", "gpu"}, {"namespace", "slurm"}}},
+                {"spec", {{"replicas", replicas}}}};
+  };
+  json r = review("UPDATE", scale(to), scale(from));
+  r["request"]["kind"] = {{"group", "autoscaling"}, {"version", "v1"}, {"kind", "Scale"}};
+  r["request"]["resource"]["resource"] = "nodesets";
+  r["request"]["subResource"] = "scale";
+  return r;
+}
+
+TEST(Admission, AnAutoscalerMayNotDriveAPowerSavedNodeSet) {
+  json stored = nodeset();
+  const NodeSetLookup plain = [&](const std::string&, const std::string&) {
+    return std::optional<json>(stored);
+  };
+  EXPECT_TRUE(admit(scale_review(1, 3), kNoConfigMaps, plain).allowed);
+  stored["metadata"]["annotations"] = {{"tightrope.slurm.net/suspend-time-seconds", "300"}};
+  stored["spec"]["slurmd"] = {{"resources", {{"limits", {{"cpu", "2"}, {"memory", "1Gi"}}}}}};
+  const Verdict v = admit(scale_review(1, 3), kNoConfigMaps, plain);
+  EXPECT_FALSE(v.allowed);
+  EXPECT_EQ(v.code, 422);
+  EXPECT_THAT(v.message, AllOf(HasSubstr("NodeSet slurm/gpu is power-saved"),
+                               HasSubstr("an autoscaler (KEDA, an HPA) must not drive")));
+  // A write that changes nothing, and a NodeSet that cannot be read, pass.
+  EXPECT_TRUE(admit(scale_review(3, 3), kNoConfigMaps, plain).allowed);
+  EXPECT_TRUE(admit(scale_review(1, 3), kNoConfigMaps, [](const std::string&, const std::string&) {
+                return std::optional<json>();
+              }).allowed);
+}
+
 TEST(Admission, AnUnknownKindIsAllowedWithAWarning) {
   json r = review("CREATE", controller());
   r["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
