@@ -320,6 +320,14 @@ const std::map<std::string, slurm::Node>& no_nodes() {
   return none;
 }
 
+// Why a pod does not start, in its own words: its container's failure (an image that cannot be
+// pulled), else the scheduler's; "" when neither says.
+std::string pod_waits_because(const WorkerPod& w) {
+  return !w.start_failure.empty()   ? w.start_failure
+         : !w.unschedulable.empty() ? "unschedulable: " + w.unschedulable
+                                    : std::string();
+}
+
 std::optional<build::PowerSaving> power_of(const api::NodeSet& n) {
   auto power = build::nodeset_power_saving(n);
   return power ? *power : std::nullopt;
@@ -489,6 +497,7 @@ struct Planner {
   void kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node);
   void link_slurm_node(const WorkerPod& w, const slurm::Node& node,
                        const kube::Document* kube_node);
+  void tell_slurm_why_pod_waits(const WorkerPod& w, const slurm::Node& node);
   void slurm_to_pod(const WorkerPod& w, const slurm::Node& node, bool protect);
   void prune_slurm_records();
   void write_status();
@@ -739,10 +748,10 @@ void Planner::follow_power(std::vector<WorkerPod>& beyond) {
     }
     std::vector<NodeSetEvent> before;
     if (resume_timed_out(*node)) {
-      const std::string why = !w.start_failure.empty()   ? w.start_failure
-                              : !w.unschedulable.empty() ? "unschedulable: " + w.unschedulable
-                              : w.ready                  ? "its slurmd did not register in time"
-                                                         : "it was not ready in time";
+      std::string why = pod_waits_because(w);
+      if (why.empty()) {
+        why = w.ready ? "its slurmd did not register in time" : "it was not ready in time";
+      }
       before.push_back({true, "ResumeTimedOut",
                         "Slurm gave up powering up node " + w.hostname + " (" + node->reason +
                             "), its job requeued: pod " + w.name + " " + why});
@@ -1446,6 +1455,8 @@ void Planner::mirror_the_pods_that_stay() {
 
     if (!going && !w.kube_node.empty() && w.phase == "Running") {
       kubernetes_to_slurm(w, *node);
+    } else if (power && !going && deleted.count(w.name) == 0) {
+      tell_slurm_why_pod_waits(w, *node);
     }
 
     // Slurm → the pod; a pod deleted now would answer 404, or take a write it is about to lose.
@@ -1628,6 +1639,24 @@ void Planner::kubernetes_to_slurm(const WorkerPod& w, const slurm::Node& node) {
     }
   }
   link_slurm_node(w, node, kube_node);
+}
+
+// Power saving: the node of a pod that cannot start says why in its comment, beside the pod link,
+// for `scontrol show node` to show what the job given it waits for (its reason is Slurm's, for
+// DOWN and DRAIN). Once the pod runs, link_slurm_node writes the link alone again.
+void Planner::tell_slurm_why_pod_waits(const WorkerPod& w, const slurm::Node& node) {
+  const std::string why = pod_waits_because(w);
+  if (why.empty()) {
+    return;
+  }
+  json info = build::pod_info(n, w.name, w.kube_node);
+  info["waiting"] = "pod " + w.name + " " + why;
+  slurm::NodeUpdate update;
+  update.comment = info.dump();
+  if (node.comment != *update.comment) {
+    add(UpdateSlurmNode{w.hostname, std::move(update)}, w.name, FailureEffect::kSync,
+        "SlurmUpdateFailed");
+  }
 }
 
 // The Slurm node's record follows its pod and Node: the pod link in its comment, its topology

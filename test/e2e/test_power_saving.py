@@ -122,6 +122,12 @@ def test_a_pod_that_cannot_start_is_given_up_at_resume_timeout_and_its_job_runs_
                    lambda: any(s.get("state", {}).get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff")
                                for p in workers() for s in p.get("status", {}).get("containerStatuses", [])),
                    120, state)
+        # Slurm's side says what the job waits for: the node's comment, beside the pod link.
+        waiting = wait_until("the powering-up node to say why its pod waits",
+                             lambda: next((json.loads(n["comment"])["waiting"] for n in slurm_nodes().values()
+                                           if "waiting" in n.get("comment", "")), None), 30, state)
+        assert "ErrImagePull" in waiting or "ImagePullBackOff" in waiting, waiting
+        print(f"\nscontrol show node: comment waiting={waiting[:100]!r}")
         timed_out = wait_until("the operator to tell of Slurm's ResumeTimeout", lambda: events("ResumeTimedOut"),
                                RESUME_TIMEOUT + 120, state)
         message = timed_out[0]["message"]

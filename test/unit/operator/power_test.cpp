@@ -256,6 +256,30 @@ TEST(PowerSavingPlan, ANodeThatNeverCameUpLosesItsPodWithItsReasonAndIsMadeResum
   EXPECT_TRUE(told);
 }
 
+TEST(PowerSavingPlan, ANodeWhosePodCannotStartSaysWhyInItsCommentUntilItRuns) {
+  Bed bed = power_bed(1);
+  auto& w = bed.world.pods[0];
+  w.phase = "Pending";
+  w.ready = false;
+  w.kube_node.clear();
+  w.unschedulable = "0/1 nodes are available: 1 Insufficient cpu.";
+  bed.nodes["cpu-0"].state = {"ALLOCATED", "CLOUD", "NOT_RESPONDING", "POWERING_UP"};
+  bed.nodes["cpu-1"] = cloud_node("cpu-1", {"IDLE", "CLOUD", "POWERED_DOWN"});
+  bed.nodes["cpu-2"] = cloud_node("cpu-2", {"IDLE", "CLOUD", "POWERED_DOWN"});
+  NodeSetPlan plan = bed.plan();
+  auto updates = all_of<UpdateSlurmNode>(plan);
+  ASSERT_EQ(updates.size(), 1U);
+  const json comment = json::parse(updates[0].update.comment.value_or("{}"));
+  EXPECT_EQ(comment["podName"], "cpu-0");
+  EXPECT_EQ(comment["waiting"],
+            "pod cpu-0 unschedulable: 0/1 nodes are available: 1 Insufficient cpu.");
+  EXPECT_TRUE(all_of<DeletePod>(plan).empty()) << "Slurm decides when it has waited enough";
+  // Told: nothing more until the pod's words change.
+  bed.nodes["cpu-0"].comment = *updates[0].update.comment;
+  plan = bed.plan();
+  EXPECT_TRUE(all_of<UpdateSlurmNode>(plan).empty());
+}
+
 TEST(PowerSavingPlan, ALoweredMaximumScalesInAsUsualAndDeletesThePoweredDownRecordsOverIt) {
   Bed bed = power_bed(2);
   bed.world.nodeset.spec.replicas = 1;
