@@ -7,6 +7,7 @@ back at 0 through the drain-first scale-in, with no job killed. Runs after test_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -27,10 +28,16 @@ MAX_WORKERS = 4
 JOBS = 4
 # The NodeSet starts empty; slurmctld serves its metrics too (a dashboard would show them).
 AUTOSCALE_VALUES = {"nodesets": {"slinky": {"replicas": 0}}}
-# Pending and running jobs of the partition: one worker each. "or vector(0)": no job is a 0, not
-# no answer, so KEDA sees the partition idle rather than the query failing.
-JOBS_QUERY = (f'sum(tightrope_slurm_jobs{{namespace="{NS}",partition="{PARTITION}",'
-              f'state=~"pending|running"}}) or vector(0)')
+
+
+def jobs_query(partition: str = PARTITION) -> str:
+    """Pending and running jobs of the partition: one worker each. "or vector(0)": no job is a 0,
+    not no answer, so KEDA sees the partition idle rather than the query failing."""
+    return (f'sum(tightrope_slurm_jobs{{namespace="{NS}",partition="{partition}",'
+            f'state=~"pending|running"}}) or vector(0)')
+
+
+JOBS_QUERY = jobs_query()
 
 
 def keda_module() -> Path:
@@ -69,8 +76,9 @@ def slurm_time(job: str, field: str) -> datetime | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def keda():
+@contextlib.contextmanager
+def installed_keda():
+    """KEDA built, imported into every Node's containerd, applied and answering; removed on exit."""
     run(str(REPO / "scripts/testbed"), "build", "--tool", "keda", timeout=2400)
     run(str(REPO / "scripts/images"), "build", "keda", timeout=900)
     for address in ENV["CONTAINERD_ADDRESSES"].split(","):  # every Node may get a KEDA pod
@@ -82,9 +90,17 @@ def keda():
     wait_until("KEDA's external metrics API to be available",
                lambda: kubectl("get", "--raw", "/apis/external.metrics.k8s.io/v1beta1", check=False).returncode == 0,
                180, lambda: kubectl("get", "apiservice", "v1beta1.external.metrics.k8s.io", "-o", "yaml").stdout)
-    yield
-    kubectl("delete", "--wait=true", "--ignore-not-found", "-f", "-",
-            stdin="\n---\n".join(yaml.safe_dump(d) for d in reversed(docs)), timeout=300, check=False)
+    try:
+        yield
+    finally:
+        kubectl("delete", "--wait=true", "--ignore-not-found", "-f", "-",
+                stdin="\n---\n".join(yaml.safe_dump(d) for d in reversed(docs)), timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def keda():
+    with installed_keda():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -98,26 +114,33 @@ def cluster(keda):
     helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180)
 
 
-@pytest.fixture(scope="module")
-def prometheus(cluster, tmp_path_factory):
+@contextlib.contextmanager
+def operator_prometheus(work: Path):
     """Prometheus on the node's bridge address, where KEDA's pods reach it, scraping the operator."""
     selector = {"app.kubernetes.io/name": "slurm-operator", "app.kubernetes.io/instance": "slurm-operator"}
     targets = wait_until("the operator's metrics endpoint",
                          lambda: endpoint_targets([OPERATOR_NS], selector, "metrics"), 60)
     config = {"global": {"scrape_interval": "5s"},
               "scrape_configs": [{"job_name": "slurm-operator", "honor_labels": True, "static_configs": targets}]}
-    with running_prometheus(tmp_path_factory.mktemp("prometheus"), config, host=ENV["HOST_IP"]) as p:
+    with running_prometheus(work, config, host=ENV["HOST_IP"]) as p:
         wait_until("the operator's job metric", lambda: p.query(JOBS_QUERY), 60)
         yield p
 
 
-def scaled_object(server: str) -> dict:
+@pytest.fixture(scope="module")
+def prometheus(cluster, tmp_path_factory):
+    with operator_prometheus(tmp_path_factory.mktemp("prometheus")) as p:
+        yield p
+
+
+def scaled_object(server: str, nodeset: str = NODESET, partition: str = PARTITION,
+                  most: int = MAX_WORKERS) -> dict:
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
-        "metadata": {"name": "slinky-workers", "namespace": NS},
+        "metadata": {"name": f"{partition}-workers", "namespace": NS},
         "spec": {
-            "scaleTargetRef": {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "name": NODESET},
-            "minReplicaCount": 0, "maxReplicaCount": MAX_WORKERS,
+            "scaleTargetRef": {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "name": nodeset},
+            "minReplicaCount": 0, "maxReplicaCount": most,
             "pollingInterval": 5,
             # Back to 0 after 30 s without jobs; the HPA in between scales in after 20 s.
             "cooldownPeriod": 30,
@@ -125,7 +148,7 @@ def scaled_object(server: str) -> dict:
                 "scaleDown": {"stabilizationWindowSeconds": 20},
                 "scaleUp": {"stabilizationWindowSeconds": 0}}}},
             "triggers": [{"type": "prometheus", "metadata": {
-                "serverAddress": server, "query": JOBS_QUERY,
+                "serverAddress": server, "query": jobs_query(partition),
                 # One worker per pending or running job; any job at all wakes the NodeSet from 0.
                 "threshold": "1", "activationThreshold": "0"}}],
         },

@@ -162,7 +162,10 @@ std::optional<std::string> slurm_gpu_type(std::string_view product) {
   return type;
 }
 
-Result<GpuRequest, api::FieldError> nodeset_gpus(const api::NodeSet& n) {
+namespace {
+
+// What the NodeSet's annotations, limits and extraConf ask for (nodeset_gpus).
+Result<GpuRequest, api::FieldError> gpus_as_asked(const api::NodeSet& n) {
   GpuRequest r;
   const std::string autodetect_key(api::kAnnotationGresAutodetect);
   const std::string autodetect_field = "metadata.annotations[" + autodetect_key + "]";
@@ -274,6 +277,42 @@ Result<GpuRequest, api::FieldError> nodeset_gpus(const api::NodeSet& n) {
   }
   r.item = "gpu:" + (r.type.empty() ? std::string() : r.type + ":") + std::to_string(r.limit);
   return r;
+}
+
+// Slurm refuses autodetection on the nodes it makes itself ("Cannot use AutoDetect on
+// cloud/dynamic node"), which a power-saved NodeSet's are: their GPUs are counted in gres.conf
+// (Count=, no device files) unless the gres-conf annotation names them.
+Result<GpuRequest, api::FieldError> counted_for_power_saving(const api::NodeSet& n, GpuRequest r) {
+  if (n.metadata.annotations.count(std::string(api::kAnnotationSuspendTime)) == 0 ||
+      !r.in_gres_conf()) {
+    return r;
+  }
+  const std::string given = annotation(n, api::kAnnotationGresAutodetect);
+  if ((!given.empty() && given != "off") || r.autodetect_only) {
+    return fail(api::FieldError{
+        "metadata.annotations[" + std::string(api::kAnnotationGresAutodetect) + "]",
+        "Slurm cannot autodetect the GPUs of nodes it powers up itself (a power-saved "
+        "NodeSet's): leave it out, with an nvidia.com/gpu limit to count them, or name the "
+        "devices in " +
+            std::string(api::kAnnotationGresConf)});
+  }
+  r.autodetect = "off";
+  if (r.gres_conf_lines.empty()) {
+    const auto [count, type] = parse_gpu_item(r.item);
+    r.gres_conf_lines.push_back("Name=gpu" + (type.empty() ? std::string() : " Type=" + type) +
+                                " Count=" + std::to_string(count));
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<GpuRequest, api::FieldError> nodeset_gpus(const api::NodeSet& n) {
+  auto r = gpus_as_asked(n);
+  if (!r) {
+    return r;
+  }
+  return counted_for_power_saving(n, std::move(*r));
 }
 
 std::string nodeset_hostlist(const api::NodeSet& n, int64_t max_node_count) {

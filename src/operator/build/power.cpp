@@ -130,7 +130,8 @@ Result<std::string, std::string> cloud_node_record(const api::NodeSet& n, int64_
     if (!milli) {
       return fail(milli.error().to_string());
     }
-    line += " RealMemory=" + std::to_string(*milli / 1000 / (1024 * 1024));
+    constexpr int64_t kMiB = int64_t{1024} * 1024;
+    line += " RealMemory=" + std::to_string(*milli / 1000 / kMiB);
   }
   return line + " " + *conf;
 }

@@ -13,6 +13,7 @@
 #include "api/well_known.hpp"
 #include "nodeset_bed.hpp"
 #include "operator/build/controller.hpp"
+#include "operator/build/gpus.hpp"
 #include "operator/build/nodeset.hpp"
 #include "operator/nodeset_plan.hpp"
 #include "samples.hpp"
@@ -92,6 +93,31 @@ TEST(PowerSaving, EachNodeIsAPoweredDownRecordSizedFromTheLimits) {
       nodeset("cpu", kPowered, std::string(kLimits) + "  extraConf: CPUs=1 Weight=5\n");
   EXPECT_EQ(*build::cloud_node_record(sized, 0),
             "NodeName=cpu-0 State=CLOUD RealMemory=4096 CPUs=1 Features=cpu Weight=5");
+}
+
+TEST(PowerSaving, GpusOfNodesSlurmMakesAreCountedNotAutodetected) {
+  const std::string gpu_limits =
+      "  slurmd:\n    resources:\n      limits: {cpu: \"1\", memory: 1Gi, nvidia.com/gpu: 2}\n";
+  const std::string typed = "    tightrope.slurm.net/gpu-type: h100\n";
+  const auto n = nodeset("gpu", kPowered + typed, gpu_limits);
+  EXPECT_EQ(*build::cloud_node_record(n, 0),
+            "NodeName=gpu-0 State=CLOUD CPUs=1 RealMemory=1024 Features=gpu Gres=gpu:h100:2");
+  build::ControllerInputs in;
+  in.nodesets = {n};
+  const std::string gres = build::build_gres_conf(testing::controller(), in).value_or("");
+  EXPECT_NE(gres.find("NodeName=gpu-[0-1023] AutoDetect=off\n"
+                      "NodeName=gpu-[0-1023] Name=gpu Type=h100 Count=2\n"),
+            std::string::npos)
+      << gres;
+  // Slurm refuses AutoDetect on the nodes it makes itself: asking for it is refused here.
+  const auto autodetected = build::nodeset_gpus(
+      nodeset("gpu", kPowered + "    tightrope.slurm.net/gres-autodetect: nvml\n", gpu_limits));
+  ASSERT_FALSE(autodetected);
+  EXPECT_NE(
+      autodetected.error().message.find("Slurm cannot autodetect the GPUs of nodes it powers"),
+      std::string::npos);
+  const auto plain = build::nodeset_gpus(nodeset("gpu", typed, gpu_limits));
+  EXPECT_EQ(plain->autodetect, "full") << "without power saving slurmd autodetects";
 }
 
 TEST(PowerSaving, SlurmdSaysItBootedAndItsPodNeverDownsAPoweredDownNode) {
