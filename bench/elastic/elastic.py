@@ -2,7 +2,7 @@
 KEDA scaling each NodeSet on its partition's pending and running jobs (docs/monitoring.md).
 
 One cluster of two NodeSets, both empty at the start: `slinky` (CPU, at most 3 workers) and
-`gpu` (one stand-in GPU a worker, at most 2). The same burst of mixed jobs (1- to 3-node CPU jobs
+`gpu` (one worker holding the bed's four stand-in GPUs). The same burst of mixed jobs (1- to 3-node CPU jobs
 and 1-node GPU jobs, each `sleep --work` seconds) is submitted at once in each mode; the run
 lasts until every job has ended and no worker pod is left (or --bound seconds). Measured:
 
@@ -32,42 +32,33 @@ sys.path.insert(0, str(REPO / "test/e2e"))
 
 import yaml  # noqa: E402
 
-from harness import (ENV, NS, OPERATOR_NS, RELEASE, VALUES, get, helm, install_cluster,  # noqa: E402
+from harness import (NS, OPERATOR_NS, RELEASE, VALUES, get, helm, install_cluster,  # noqa: E402
                      install_operator, kubectl, slurm, submit, wait_until, workers)
 
 # The burst: (partition, nodes, GPUs). Multi-node jobs first, as users send a campaign's big jobs.
 BURST = [("slinky", 3, 0), ("gpu", 1, 1), ("slinky", 2, 0), ("slinky", 1, 0), ("gpu", 1, 1),
          ("slinky", 1, 0), ("slinky", 3, 0), ("gpu", 1, 1), ("slinky", 2, 0), ("slinky", 1, 0)]
-MOST = {"slinky": 3, "gpu": 2}
+MOST = {"slinky": 3, "gpu": 1}
 SUSPEND_TIME = 30
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-# The stand-in driver files of the bed's fake GPUs, where the slurmd image's entrypoint reads them.
-STAND_IN_DRIVER = ("mount --bind /stand-in/proc-driver /proc/driver && "
-                   "mount --bind /stand-in/sys-pci-drivers /sys/bus/pci/drivers && "
-                   'exec /usr/local/sbin/slurmd-entrypoint "$@"')
 FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED")
 
 
 def values(power: bool) -> dict:
-    """single-node.yaml without its cgroup fallback (GPU jobs are confined), both NodeSets empty."""
+    """single-node.yaml with both NodeSets empty (KEDA) or at their most (power saving). The GPU
+    worker holds all four of the bed's stand-in GPUs, named with their device files as a
+    power-saved NodeSet needs (docs/power-saving.md)."""
     v = yaml.safe_load(VALUES.read_text())
-    v.pop("configFiles", None)
-    v["controller"].pop("extraConf", None)
-    driver = {"proc-driver": ENV["TESTBED_FAKE_GPU_DRIVER"], "sys-pci-drivers": ENV["TESTBED_FAKE_GPU_SYSFS"]}
-    limits = {"cpu": "1", "memory": "1Gi"}
     requests = {"cpu": "100m", "memory": "256Mi"}
     cpu = {**v["nodesets"]["slinky"], "replicas": MOST["slinky"] if power else 0,
-           "slurmd": {"resources": {"limits": limits, "requests": requests}}}
+           "slurmd": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": requests}}}
     gpu = {"replicas": MOST["gpu"] if power else 0, "oversubscribeNode": True,
            "pruneSlurmNodeRecords": "NodeNotFound",
            "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
-           "slurmd": {"resources": {"limits": {**limits, "nvidia.com/gpu": 1}, "requests": requests},
-                      "command": ["/usr/bin/tini", "--", "/bin/sh", "-c", STAND_IN_DRIVER, "slurmd"],
-                      "volumeMounts": [{"name": n, "mountPath": f"/stand-in/{n}", "readOnly": True}
-                                       for n in driver]},
-           "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT},
-                       "volumes": [{"name": n, "hostPath": {"path": p, "type": "Directory"}}
-                                   for n, p in driver.items()]}}
+           "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"},
+           "slurmd": {"resources": {"limits": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": 4},
+                                    "requests": requests}},
+           "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT}}}
     if power:
         for n in (cpu, gpu):
             n["powerSaving"] = {"suspendTimeSeconds": SUSPEND_TIME, "resumeTimeoutSeconds": 180}

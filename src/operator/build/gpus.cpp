@@ -279,29 +279,29 @@ Result<GpuRequest, api::FieldError> gpus_as_asked(const api::NodeSet& n) {
   return r;
 }
 
-// Slurm refuses autodetection on the nodes it makes itself ("Cannot use AutoDetect on
-// cloud/dynamic node"), which a power-saved NodeSet's are: their GPUs are counted in gres.conf
-// (Count=, no device files) unless the gres-conf annotation names them.
-Result<GpuRequest, api::FieldError> counted_for_power_saving(const api::NodeSet& n, GpuRequest r) {
+// Slurm makes a power-saved NodeSet's nodes itself, before any pod, from gres.conf: it refuses
+// AutoDetect for such nodes ("Cannot use AutoDetect on cloud/dynamic node") and ignores a GPU
+// without its device file. Their GPUs are the gres-conf annotation's File= lines, which hold where
+// a pod has all of its host's GPUs at the same paths; a pod's share of a host is known only once
+// it runs.
+Result<GpuRequest, api::FieldError> named_for_power_saving(const api::NodeSet& n, GpuRequest r) {
   if (n.metadata.annotations.count(std::string(api::kAnnotationSuspendTime)) == 0 ||
       !r.in_gres_conf()) {
     return r;
   }
   const std::string given = annotation(n, api::kAnnotationGresAutodetect);
-  if ((!given.empty() && given != "off") || r.autodetect_only) {
+  const bool files = std::any_of(
+      r.gres_conf_lines.begin(), r.gres_conf_lines.end(),
+      [](const std::string& line) { return lower(line).find("file=") != std::string::npos; });
+  if ((!given.empty() && given != "off") || r.autodetect_only || !files) {
     return fail(api::FieldError{
-        "metadata.annotations[" + std::string(api::kAnnotationGresAutodetect) + "]",
-        "Slurm cannot autodetect the GPUs of nodes it powers up itself (a power-saved "
-        "NodeSet's): leave it out, with an nvidia.com/gpu limit to count them, or name the "
-        "devices in " +
-            std::string(api::kAnnotationGresConf)});
+        "metadata.annotations[" + std::string(api::kAnnotationGresConf) + "]",
+        "a power-saved NodeSet's GPUs must be named with their device files (Name=gpu "
+        "File=/dev/nvidia[0-7]): Slurm makes its nodes before any pod exists, cannot autodetect "
+        "GPUs for them and ignores a GPU without its file; this fits pods that hold all of "
+        "their host's GPUs"});
   }
   r.autodetect = "off";
-  if (r.gres_conf_lines.empty()) {
-    const auto [count, type] = parse_gpu_item(r.item);
-    r.gres_conf_lines.push_back("Name=gpu" + (type.empty() ? std::string() : " Type=" + type) +
-                                " Count=" + std::to_string(count));
-  }
   return r;
 }
 
@@ -312,7 +312,7 @@ Result<GpuRequest, api::FieldError> nodeset_gpus(const api::NodeSet& n) {
   if (!r) {
     return r;
   }
-  return counted_for_power_saving(n, std::move(*r));
+  return named_for_power_saving(n, std::move(*r));
 }
 
 std::string nodeset_hostlist(const api::NodeSet& n, int64_t max_node_count) {

@@ -7,6 +7,7 @@
 
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../api/support.hpp"
 #include "api/codec.hpp"
@@ -95,29 +96,35 @@ TEST(PowerSaving, EachNodeIsAPoweredDownRecordSizedFromTheLimits) {
             "NodeName=cpu-0 State=CLOUD RealMemory=4096 CPUs=1 Features=cpu Weight=5");
 }
 
-TEST(PowerSaving, GpusOfNodesSlurmMakesAreCountedNotAutodetected) {
+TEST(PowerSaving, GpusOfNodesSlurmMakesAreNamedWithTheirDeviceFiles) {
   const std::string gpu_limits =
-      "  slurmd:\n    resources:\n      limits: {cpu: \"1\", memory: 1Gi, nvidia.com/gpu: 2}\n";
+      "  slurmd:\n    resources:\n      limits: {cpu: \"1\", memory: 1Gi, nvidia.com/gpu: 4}\n";
   const std::string typed = "    tightrope.slurm.net/gpu-type: h100\n";
-  const auto n = nodeset("gpu", kPowered + typed, gpu_limits);
+  const std::string files =
+      "    tightrope.slurm.net/gres-conf: \"Name=gpu File=/dev/nvidia[0-3]\"\n";
+  const auto n = nodeset("gpu", kPowered + typed + files, gpu_limits);
   EXPECT_EQ(*build::cloud_node_record(n, 0),
-            "NodeName=gpu-0 State=CLOUD CPUs=1 RealMemory=1024 Features=gpu Gres=gpu:h100:2");
+            "NodeName=gpu-0 State=CLOUD CPUs=1 RealMemory=1024 Features=gpu Gres=gpu:h100:4");
   build::ControllerInputs in;
   in.nodesets = {n};
   const std::string gres = build::build_gres_conf(testing::controller(), in).value_or("");
   EXPECT_NE(gres.find("NodeName=gpu-[0-1023] AutoDetect=off\n"
-                      "NodeName=gpu-[0-1023] Name=gpu Type=h100 Count=2\n"),
+                      "NodeName=gpu-[0-1023] Name=gpu File=/dev/nvidia[0-3] Type=h100\n"),
             std::string::npos)
       << gres;
-  // Slurm refuses AutoDetect on the nodes it makes itself: asking for it is refused here.
-  const auto autodetected = build::nodeset_gpus(
-      nodeset("gpu", kPowered + "    tightrope.slurm.net/gres-autodetect: nvml\n", gpu_limits));
-  ASSERT_FALSE(autodetected);
-  EXPECT_NE(
-      autodetected.error().message.find("Slurm cannot autodetect the GPUs of nodes it powers"),
-      std::string::npos);
-  const auto plain = build::nodeset_gpus(nodeset("gpu", typed, gpu_limits));
-  EXPECT_EQ(plain->autodetect, "full") << "without power saving slurmd autodetects";
+  // Slurm cannot autodetect for the nodes it makes, and ignores GPUs without files.
+  const std::vector<std::string> unnamed = {
+      "", "    tightrope.slurm.net/gres-autodetect: nvml\n",
+      "    tightrope.slurm.net/gres-conf: \"Name=gpu Count=4\"\n"};
+  for (const std::string& without : unnamed) {
+    const auto refused =
+        build::nodeset_gpus(nodeset("gpu", kPowered + typed + without, gpu_limits));
+    ASSERT_FALSE(refused) << without;
+    EXPECT_NE(refused.error().to_string().find("must be named with their device files"),
+              std::string::npos);
+  }
+  EXPECT_EQ(build::nodeset_gpus(nodeset("gpu", typed, gpu_limits))->autodetect, "full")
+      << "without power saving slurmd autodetects";
 }
 
 TEST(PowerSaving, SlurmdSaysItBootedAndItsPodNeverDownsAPoweredDownNode) {
