@@ -50,12 +50,15 @@ def values(power: bool) -> dict:
     power-saved NodeSet needs (docs/power-saving.md)."""
     v = yaml.safe_load(VALUES.read_text())
     requests = {"cpu": "100m", "memory": "256Mi"}
+    # The same node sizes either way: what Slurm is told of a power-saved node comes from its
+    # limits, and a node that registers by itself says what it finds (the bed's two cores).
     cpu = {**v["nodesets"]["slinky"], "replicas": MOST["slinky"] if power else 0,
+           "extraConf": "CPUs=1 RealMemory=1024",
            "slurmd": {"resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": requests}}}
     gpu = {"replicas": MOST["gpu"] if power else 0, "oversubscribeNode": True,
            "pruneSlurmNodeRecords": "NodeNotFound",
            "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
-           "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"},
+           "gres": {"conf": "Name=gpu File=/dev/nvidia[0-3]\n"}, "extraConf": "CPUs=2 RealMemory=2048",
            "slurmd": {"resources": {"limits": {"cpu": "2", "memory": "2Gi", "nvidia.com/gpu": 4},
                                     "requests": requests}},
            "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT}}}
@@ -131,6 +134,10 @@ def run_burst(mode: str, work: int, bound: float) -> dict:
         "pod_seconds_idle": round(idle_s),
         "peak_workers": peak,
         "all_gone_s": round(time.monotonic() - started) if done_at else None,
+        # Each job of the burst, in order: its wait for a start (null: it never started).
+        "waits_s": [(slurm_time(f, "StartTime") - slurm_time(f, "SubmitTime")).total_seconds()
+                    if slurm_time(f, "StartTime") and slurm_time(f, "SubmitTime") else None
+                    for f in fields.values()],
     }
     print(json.dumps(result), flush=True)
     return result
@@ -200,8 +207,15 @@ def main() -> None:
     finally:
         helm("uninstall", "slurm-operator", "-n", OPERATOR_NS, "--wait", "--timeout", "120s", timeout=180,
              check=False)
-    Path(args.out).write_text(json.dumps({"burst": BURST, "suspend_time_s": SUSPEND_TIME,
-                                          "results": results}, indent=2) + "\n")
+    # --only keeps the other mode's figures from an earlier run of the same burst.
+    out = Path(args.out)
+    if args.only and out.exists():
+        earlier = json.loads(out.read_text())
+        if earlier.get("burst") == [list(b) for b in BURST]:
+            ran = {r["mode"] for r in results}
+            results = [r for r in earlier.get("results", []) if r["mode"] not in ran] + results
+    out.write_text(json.dumps({"burst": BURST, "suspend_time_s": SUSPEND_TIME, "results": results},
+                              indent=2) + "\n")
     print(table(results))
 
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <numeric>
+#include <set>
 
 #include "base/log.hpp"
 #include "base/text.hpp"
@@ -674,9 +675,25 @@ Bridge::Outcome Bridge::submit(const GroupKey& group, const std::vector<const Po
     }
   }
   auto id = slurm_.submit_external_job(*job);
-  if (!id && id.error().message.find("Invalid node name") != std::string::npos) {
-    // An excluded node left Slurm since the feed's last read: read again, then submit again.
+  const auto invalid_node = [&id] {
+    return !id && id.error().message.find("Invalid node name") != std::string::npos;
+  };
+  if (invalid_node()) {
+    // An excluded node left Slurm since the feed's last read: exclude only the nodes Slurm has
+    // now, read here, and submit again. Waiting for the feed instead would fail the group's
+    // retries, and so lengthen its backoff, for as long as the feed takes to read again.
     feed_.force_resync();
+    if (auto now = slurm_.list_nodes(); now && now->changed) {
+      std::set<std::string> present;
+      for (const auto& node : now->list.nodes) {
+        present.insert(node.name);
+      }
+      std::erase_if(job->excluded_nodes,
+                    [&present](const std::string& name) { return present.count(name) == 0; });
+      id = slurm_.submit_external_job(*job);
+    }
+  }
+  if (invalid_node()) {
     log::info("bridge.submit_retried", {{"group", group.key()}, {"error", id.error().message}});
     return Outcome::kRetry;
   }
