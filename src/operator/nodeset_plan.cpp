@@ -467,6 +467,7 @@ struct Planner {
   void replace_exited();
   void choose();
   void follow_power(std::vector<WorkerPod>& beyond);
+  std::set<int64_t> taken_ordinals() const;
   void keep_power_records();
   void remediate();
   void record_on_node(const WorkerPod& w, const health::Report& report, bool hardware);
@@ -525,6 +526,7 @@ struct Planner {
   std::set<std::string> deleted;  // pods this plan deletes: nothing more is written to them
   std::map<std::string, std::string> eligible;  // DaemonSet mode: Node name -> hostname
   int64_t want = 0;
+  std::vector<int64_t> powered;  // power saving: the ordinals whose nodes Slurm powers up
   std::map<std::string, std::string> condemned;  // pod -> why it goes
   // Pods that stay whose Slurm node a health check keeps drained: pod -> (reason, its event).
   std::map<std::string, std::pair<std::string, NodeSetEvent>> health_drains;
@@ -760,11 +762,25 @@ void Planner::follow_power(std::vector<WorkerPod>& beyond) {
     ++plan.terminating;
   }
   active = std::move(kept);
-  want = 0;
   for (int64_t ordinal = 0; ordinal < most; ++ordinal) {
     const auto node = nodes.find(build::nodeset_pod_hostname(n, ordinal));
-    want += node != nodes.end() && !powered_down(node->second) ? 1 : 0;
+    if (node != nodes.end() && !powered_down(node->second)) {
+      powered.push_back(ordinal);
+    }
   }
+  want = static_cast<int64_t>(powered.size());
+}
+
+// The ordinals of the pods there are, and of those created but not in the cache yet.
+std::set<int64_t> Planner::taken_ordinals() const {
+  std::set<int64_t> taken;
+  for (const auto& w : pods) {
+    taken.insert(w.ordinal);
+  }
+  for (const auto& name : world.expected.creations) {
+    taken.insert(build::nodeset_pod_ordinal(n, name));
+  }
+  return taken;
 }
 
 // Power saving: Slurm knows every node up to spec.replicas, powered down until it gives one a
@@ -776,13 +792,7 @@ void Planner::keep_power_records() {
   }
   const int64_t most = n.spec.replicas.value_or(1);
   std::set<std::string> hostnames;
-  std::set<int64_t> taken;
-  for (const auto& w : pods) {
-    taken.insert(w.ordinal);
-  }
-  for (const auto& name : world.expected.creations) {
-    taken.insert(build::nodeset_pod_ordinal(n, name));
-  }
+  const std::set<int64_t> taken = taken_ordinals();
   size_t creates = 0;
   for (int64_t ordinal = 0; ordinal < most; ++ordinal) {
     const std::string hostname = build::nodeset_pod_hostname(n, ordinal);
@@ -1323,25 +1333,15 @@ void Planner::create_missing() {
   const int64_t present = static_cast<int64_t>(active.size()) + plan.terminating +
                           static_cast<int64_t>(world.expected.creations.size());
   int64_t missing = daemon ? 0 : want - present;
-  std::set<int64_t> taken;
-  for (const auto& w : pods) {
-    taken.insert(w.ordinal);
-  }
-  for (const auto& name : world.expected.creations) {
-    taken.insert(build::nodeset_pod_ordinal(n, name));
-  }
+  const std::set<int64_t> taken = taken_ordinals();
   if (power) {
-    // The nodes Slurm powers up, by ordinal; a pod still going holds its ordinal.
-    std::vector<int64_t> powered;
-    for (int64_t ordinal = 0; ordinal < n.spec.replicas.value_or(1); ++ordinal) {
-      const auto node = nodes.find(build::nodeset_pod_hostname(n, ordinal));
-      if (node != nodes.end() && !powered_down(node->second) && taken.count(ordinal) == 0) {
-        powered.push_back(ordinal);
-      }
-    }
+    // The nodes Slurm powers up (follow_power); a pod still going holds its ordinal.
     for (const int64_t ordinal : powered) {
       if (creates >= kMaxCreatesPerReconcile) {
         break;
+      }
+      if (taken.count(ordinal) != 0) {
+        continue;
       }
       create_pod(build::build_nodeset_pod(n, in, ordinal, ""), build::nodeset_pod_name(n, ordinal),
                  build::nodeset_padded_ordinal(n, ordinal));
