@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "test/e2e"))
 
 import yaml  # noqa: E402
 
-from harness import (NS, OPERATOR_NS, RELEASE, VALUES, get, helm, install_cluster,  # noqa: E402
+from harness import (FINISHED, NS, OPERATOR_NS, RELEASE, VALUES, get, helm, install_cluster,  # noqa: E402
                      install_operator, kubectl, slurm, submit, wait_until, workers)
 
 # The burst: (partition, nodes, GPUs). Multi-node jobs first, as users send a campaign's big jobs.
@@ -41,7 +41,6 @@ BURST = [("slinky", 3, 0), ("gpu", 1, 1), ("slinky", 2, 0), ("slinky", 1, 0), ("
 MOST = {"slinky": 3, "gpu": 1}
 SUSPEND_TIME = 30
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED")
 
 
 def values(power: bool) -> dict:
@@ -79,6 +78,17 @@ def slurm_time(fields: dict, key: str) -> datetime | None:
     return None if value in ("", "Unknown", "None", "N/A") else datetime.fromisoformat(value)
 
 
+def job_states() -> dict[str, str]:
+    """Every job Slurm still shows -> its state, in one call (a sample must not load the bed)."""
+    out = slurm("scontrol", "show", "job", "-o", check=False, timeout=60)
+    states = {}
+    for line in out.splitlines():
+        fields = dict(w.split("=", 1) for w in line.split() if "=" in w)
+        if "JobId" in fields:
+            states[fields["JobId"]] = fields.get("JobState", "")
+    return states
+
+
 def job_fields(job: str) -> dict:
     out = slurm("scontrol", "show", "job", job, "-o", check=False)
     return dict(w.split("=", 1) for w in out.split() if "=" in w)
@@ -103,17 +113,19 @@ def run_burst(mode: str, work: int, bound: float) -> dict:
     last = started
     done_at = None
     while time.monotonic() - started < bound:
-        pods = [p for p in workers() if p.get("status", {}).get("phase") == "Running"
-                and "deletionTimestamp" not in p["metadata"]]
+        live = [p for p in workers() if "deletionTimestamp" not in p["metadata"]]
+        pods = [p for p in live if p.get("status", {}).get("phase") == "Running"]
         states = slurm_nodes()
         now = time.monotonic()
         dt, last = now - last, now
         peak = max(peak, len(pods))
         running_s += dt * len(pods)
         idle_s += dt * sum(1 for p in pods if "IDLE" in states.get(p["spec"]["hostname"], []))
-        if done_at is None and all(job_fields(j).get("JobState") in FINISHED for j in jobs):
-            done_at = now
-        if done_at is not None and not [p for p in workers() if "deletionTimestamp" not in p["metadata"]]:
+        if done_at is None:
+            jobs_now = job_states()
+            if all(jobs_now.get(j) in FINISHED for j in jobs):
+                done_at = now
+        if done_at is not None and not live:
             break
         time.sleep(2)
     fields = {j: job_fields(j) for j in jobs}

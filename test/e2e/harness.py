@@ -142,6 +142,10 @@ def controllers_up() -> dict[str, str]:
     return {line.split(" at ")[1].split()[0]: line.rsplit(" ", 1)[1] for line in out.splitlines() if " at " in line}
 
 
+# The states a job ends in.
+FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED")
+
+
 def job_state(job: str) -> str:
     out = slurm("scontrol", "show", "job", job, "-o", check=False)
     for field in out.split():

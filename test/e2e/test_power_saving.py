@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness import (HOST, NODESET, NS, OPERATOR_NS, RELEASE, cluster_state, get, helm, install_cluster,
+from harness import (FINISHED, HOST, NODESET, NS, OPERATOR_NS, RELEASE, cluster_state, get, helm, install_cluster,
                      install_operator, job_state, kubectl, slurm, submit, wait_until, workers)
 
 PARTITION = "slinky"
@@ -25,7 +25,6 @@ POWER_VALUES = {"nodesets": {"slinky": {
                              "requests": {"cpu": "100m", "memory": "64Mi"}}},
 }}}
 NODES = [f"{HOST}{i}" for i in range(3)]
-FINISHED = ("COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED")
 
 
 def live_workers() -> list[str]:
