@@ -204,15 +204,31 @@ void Server::stop() {
   server_.reset();
 }
 
+namespace {
+
+// The object through the API server; nothing when it is not there or cannot be read, the latter
+// logged as `event` with the object under `what`.
+std::optional<nlohmann::json> read_object(kube::Client& client, const kube::ResourceType& type,
+                                          const std::string& ns, const std::string& name,
+                                          const char* event, const char* what) {
+  auto got = client.get(type, ns, name);
+  if (!got) {
+    if (got.error().kind != kube::ErrorKind::kNotFound) {
+      log::warn(event, {{what, ns + "/" + name}, {"error", got.error().message}});
+    }
+    return std::nullopt;
+  }
+  return std::move(*got);
+}
+
+}  // namespace
+
 ConfigMapLookup config_maps_from(kube::Client& client) {
   return [&client](const std::string& ns,
                    const std::string& name) -> std::optional<std::map<std::string, std::string>> {
-    auto got = client.get(kube::resources::config_maps(), ns, name);
+    const auto got = read_object(client, kube::resources::config_maps(), ns, name,
+                                 "webhook.configmap_unreadable", "configmap");
     if (!got) {
-      if (got.error().kind != kube::ErrorKind::kNotFound) {
-        log::warn("webhook.configmap_unreadable",
-                  {{"configmap", ns + "/" + name}, {"error", got.error().message}});
-      }
       return std::nullopt;
     }
     std::map<std::string, std::string> data;
@@ -232,20 +248,11 @@ ConfigMapLookup config_maps_from(kube::Client& client) {
 }
 
 NodeSetLookup nodesets_from(kube::Client& client) {
-  return
-      [&client](const std::string& ns, const std::string& name) -> std::optional<nlohmann::json> {
-        static const kube::ResourceType nodesets{
-            std::string(api::kGroup), std::string(api::kVersion), "nodesets", "NodeSet", true};
-        auto got = client.get(nodesets, ns, name);
-        if (!got) {
-          if (got.error().kind != kube::ErrorKind::kNotFound) {
-            log::warn("webhook.nodeset_unreadable",
-                      {{"nodeset", ns + "/" + name}, {"error", got.error().message}});
-          }
-          return std::nullopt;
-        }
-        return *got;
-      };
+  return [&client](const std::string& ns, const std::string& name) {
+    static const kube::ResourceType nodesets{std::string(api::kGroup), std::string(api::kVersion),
+                                             "nodesets", "NodeSet", true};
+    return read_object(client, nodesets, ns, name, "webhook.nodeset_unreadable", "nodeset");
+  };
 }
 
 BindingEffect copy_topology_with(kube::Client& client) {
