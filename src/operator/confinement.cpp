@@ -142,6 +142,7 @@ std::optional<HostCgroups> host_cgroups(std::string_view extra) {
   host.writable = boolean("writable");
   host.memory = boolean("memory");
   host.oom_protect = boolean("oomProtect");
+  host.oom_even = boolean("oomEven");
   host.remounted = boolean("remounted");
   if (const auto devices = h.find("devices"); devices != h.end() && devices->is_boolean()) {
     host.devices = devices->get<bool>();
@@ -207,7 +208,8 @@ api::Condition jobs_confined(const ConfinementConfig& config,
       open_devices.push_back(n.node + " (cgroup " + h.cgroup + ": " +
                              (h.cgroup == "v2" ? "CAP_BPF and CAP_NET_ADMIN" : "CAP_SYS_ADMIN") +
                              ")");
-    } else if (config.constrain_ram && !h.oom_protect && h.oom_score_adj >= kNoMemoryRequestScore) {
+    } else if (config.constrain_ram && !h.oom_protect && !h.oom_even &&
+               h.oom_score_adj >= kNoMemoryRequestScore) {
       exposed.push_back(n.node);
     }
   }

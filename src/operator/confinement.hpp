@@ -43,6 +43,7 @@ struct HostCgroups {
   bool memory = false;    // the memory controller is there
   int64_t oom_score_adj = 0;
   bool oom_protect = false;  // slurmstepd can lower its oom_score_adj below the container's
+  bool oom_even = false;     // else it goes where its tasks go (SLURMSTEPD_OOM_ADJ=0)
   // The container's cgroups were mounted read-only (it is not privileged) and the entrypoint
   // made them writable (CAP_SYS_ADMIN).
   bool remounted = false;

@@ -312,10 +312,9 @@ CGROUP_VALUES = {
     "controller": {"extraConf": "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity\n"},
     "configFiles": {"cgroup.conf": "CgroupPlugin=autodetect\nIgnoreSystemd=yes\nConstrainCores=yes\n"
                                    "ConstrainRAMSpace=yes\nConstrainSwapSpace=yes\n"},
-    # The kubelet gives a container without a memory request oom_score_adj 1000, and slurmstepd,
-    # which lowers its own to -999, cannot where the container lacks CAP_SYS_RESOURCE (as on the
-    # bed): the OOM killer would take it before the task. A request lowers the pod's score.
-    "nodesets": {"slinky": {"replicas": 1, "slurmd": {"resources": {"requests": {"memory": "8Gi"}}}}},
+    # No memory request: the kubelet gives the container oom_score_adj 999, slurmstepd cannot go
+    # below it on the bed (no CAP_SYS_RESOURCE), and the entrypoint has it go where its tasks go.
+    "nodesets": {"slinky": {"replicas": 1}},
 }
 
 
@@ -339,18 +338,13 @@ def over_its_memory(*where: str) -> subprocess.CompletedProcess:
 
 def test_slurm_confines_a_job_to_its_memory_with_cgroups_and_the_pod_lives_on(tmp_path):
     try:
-        # Without the memory request the NodeSet says what the host withholds and what to do.
-        install_cluster(tmp_path, {**CGROUP_VALUES, "nodesets": {"slinky": {"replicas": 1}}})
-        c = wait_until("JobsConfined to say slurmstepd is exposed", lambda: jobs_confined("OomUnprotected"), 60,
-                       cluster_state)
-        assert c["status"] == "False" and "on slinky-0" in c["message"] and "memory request" in c["message"], c
-        # With it (a new pod, rolled as a drained node): confined, on the host's cgroup v1.
+        # Confined on the host's cgroup v1, slurmstepd even with its tasks before the OOM killer.
         install_cluster(tmp_path, CGROUP_VALUES)
         c = wait_until("JobsConfined to say jobs are held", lambda: jobs_confined("CgroupsEnforced"), 240,
                        cluster_state, period=5)
         assert c["status"] == "True" and "1 node: cgroup v1, writable, memory controller" in c["message"], c
-        wait_until("slinky-0 idle, its old pod gone",
-                   lambda: node_states() == {"slinky-0": "idle"} and len(workers()) == 1, 120, cluster_state)
+        wait_until("slinky-0 idle", lambda: node_states() == {"slinky-0": "idle"} and len(workers()) == 1, 120,
+                   cluster_state)
         (pod,) = workers()
         # The job's task in the memory, cpuset and freezer cgroups Slurm made for the step.
         cgroups = slurm("srun", "--mem=50M", "cat", "/proc/self/cgroup", timeout=60)
@@ -435,8 +429,7 @@ def confined_gpu_nodesets() -> dict:
         "replicas": 2, "oversubscribeNode": True, "pruneSlurmNodeRecords": "NodeNotFound",
         "partition": {"enabled": True, "configMap": {"State": "UP", "MaxTime": "UNLIMITED"}},
         "slurmd": {
-            # The memory request lets slurmstepd stay out of the OOM killer's way (above).
-            "resources": {"limits": {"nvidia.com/gpu": 2}, "requests": {"memory": "3Gi"}},
+            "resources": {"limits": {"nvidia.com/gpu": 2}},
             "command": ["/usr/bin/tini", "--", "/bin/sh", "-c", STAND_IN_DRIVER, "slurmd"],
             "volumeMounts": [{"name": n, "mountPath": f"/stand-in/{n}", "readOnly": True} for n in driver]},
         "podSpec": {"nodeSelector": {"nvidia.com/gpu.product": GPU_PRODUCT},

@@ -111,6 +111,18 @@ TEST(JobsConfined, AnUnprotectedSlurmstepdMattersWithoutAMemoryRequestAndWithCon
   EXPECT_EQ(jobs_confined(cpus_only, nodes).reason, "CgroupsEnforced");
 }
 
+TEST(JobsConfined, ASlurmstepdThatGoesWhereItsTasksGoIsNotExposed) {
+  // The entrypoint's SLURMSTEPD_OOM_ADJ=0: the OOM killer weighs memory alone.
+  auto even = host("v1", true, true, 1000, false);
+  even.oom_even = true;
+  EXPECT_EQ(jobs_confined(enforcing(), {{"n1", even}}).reason, "CgroupsEnforced");
+  const auto parsed =
+      host_cgroups(R"({"tightrope.slurm.net/host":{"cgroup":"v1","writable":true,"memory":true,)"
+                   R"("oomScoreAdj":873,"oomProtect":false,"oomEven":true}})");
+  ASSERT_TRUE(parsed);
+  EXPECT_TRUE(parsed->oom_even);
+}
+
 TEST(JobsConfined, NotConfiguredSaysWhatTheHostsCouldDo) {
   const auto c =
       jobs_confined(confinement_config("ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n",
