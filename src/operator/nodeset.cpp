@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <semaphore>
 #include <thread>
 
@@ -632,19 +633,24 @@ std::vector<ActionFailure> NodeSetReconciler::execute(const std::string& key,
         : r(reconciler), key(k), self(s), world(w) {}
     std::optional<std::string> write(const Action& a) override { return r.perform(key, world, a); }
     void succeeded(const Action& a) override {
-      for (const auto& e : a.events) {
-        if (e.warning) {
-          r.runtime_.events().warning(self, e.reason, e.message);
-        } else {
-          r.runtime_.events().normal(self, e.reason, e.message);
-        }
-      }
+      const std::lock_guard lock(mu);
+      events.insert(events.end(), a.events.begin(), a.events.end());
     }
+    std::mutex mu;
+    std::vector<NodeSetEvent> events;  // recorded once all are done, batched
   } writer(*this, key, self, world);
   for (const Action& a : actions) {
     log::debug("nodeset.action", {{"nodeset", key}, {"action", to_string(a.change)}});
   }
-  return execute_actions(actions, writer);
+  auto failures = execute_actions(actions, writer);
+  for (const auto& e : batch_events(std::move(writer.events))) {
+    if (e.warning) {
+      runtime_.events().warning(self, e.reason, e.message);
+    } else {
+      runtime_.events().normal(self, e.reason, e.message);
+    }
+  }
+  return failures;
 }
 
 namespace {
@@ -877,9 +883,17 @@ auto NodeSetReconciler::slurm_writes(const std::string& key, const NodeSetWorld&
         });
       },
       [slurm_write, &key](const CreateSlurmNode& c) {
-        return slurm_write([&](slurm::Client& client) {
-          log::info("nodeset.slurm_node_created", {{"nodeset", key}, {"record", c.record}});
-          return slurm_error(client.create_node(c.record));
+        return slurm_write([&](slurm::Client& client) -> std::optional<std::string> {
+          auto created = client.create_node(c.record);
+          if (!created && client.get_node(c.node)) {
+            // Already there: a second reconcile from a snapshot that did not show the first
+            // create yet (slurmctld refuses a duplicate, "Node already exists").
+            return std::nullopt;
+          }
+          if (created) {
+            log::info("nodeset.slurm_node_created", {{"nodeset", key}, {"record", c.record}});
+          }
+          return slurm_error(created);
         });
       },
       [slurm_write](const ReleaseReservation& c) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -219,6 +220,37 @@ std::string slurm_reason(SlurmHealth health) {
   return "";
 }
 
+std::vector<NodeSetEvent> batch_events(std::vector<NodeSetEvent> events) {
+  constexpr size_t kMessageLimit = 1024;
+  using Key = std::tuple<bool, std::string, std::string>;
+  std::map<Key, std::vector<std::string>> nodes;
+  for (const auto& e : events) {
+    if (!e.batch.empty()) {
+      nodes[{e.warning, e.reason, e.batch}].push_back(e.node);
+    }
+  }
+  std::vector<NodeSetEvent> out;
+  std::set<Key> done;
+  for (auto& e : events) {
+    const Key key{e.warning, e.reason, e.batch};
+    const auto many = nodes.find(key);
+    if (e.batch.empty() || many->second.size() < 2) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    if (!done.insert(key).second) {
+      continue;
+    }
+    std::string message = e.batch + ": " + std::to_string(many->second.size()) + " nodes " +
+                          slurm::compress_hostlist(many->second);
+    if (message.size() > kMessageLimit) {
+      message = message.substr(0, kMessageLimit - 3) + "...";
+    }
+    out.emplace_back(e.warning, e.reason, std::move(message), e.batch, "");
+  }
+  return out;
+}
+
 std::string to_string(const Change& change) {
   struct Describe {
     std::string operator()(const CreateRevision& c) const {
@@ -373,9 +405,11 @@ struct Planner {
     }
     plan.blocked.push_back(message);
   }
-  void delete_pod(const WorkerPod& w, const std::string& why,
-                  std::vector<NodeSetEvent> before = {}) {
-    before.push_back({false, "DeletedPod", "Deleted pod " + w.name + ": " + why});
+  // `batch`: what the pods deleted alike in one reconcile are told as, together (batch_events).
+  void delete_pod(const WorkerPod& w, const std::string& why, std::vector<NodeSetEvent> before = {},
+                  const std::string& batch = "") {
+    before.emplace_back(false, "DeletedPod", "Deleted pod " + w.name + ": " + why, batch,
+                        w.hostname);
     add(DeletePod{w.name, w.uid, why}, w.name, FailureEffect::kDeletionBlocked, "DeleteFailed",
         std::move(before));
     deleted.insert(w.name);
@@ -448,8 +482,8 @@ struct Planner {
     const std::string name = maintenance_reservation_name(n);
     std::vector<NodeSetEvent> events;
     if (world.slurm.reservation) {
-      events.push_back(
-          {false, "DeletedReservation", "Deleted Slurm maintenance reservation " + name});
+      events.emplace_back(false, "DeletedReservation",
+                          "Deleted Slurm maintenance reservation " + name);
     }
     add(ReleaseReservation{name}, "", effect, reason, std::move(events), true);
   }
@@ -754,11 +788,12 @@ void Planner::follow_power(std::vector<WorkerPod>& beyond) {
       if (why.empty()) {
         why = w.ready ? "its slurmd did not register in time" : "it was not ready in time";
       }
-      before.push_back({true, "ResumeTimedOut",
-                        "Slurm gave up powering up node " + w.hostname + " (" + node->reason +
-                            "), its job requeued: pod " + w.name + " " + why});
+      before.emplace_back(true, "ResumeTimedOut",
+                          "Slurm gave up powering up node " + w.hostname + " (" + node->reason +
+                              "), its job requeued: pod " + w.name + " " + why);
     }
-    delete_pod(w, "Slurm powered its node " + w.hostname + " down", std::move(before));
+    delete_pod(w, "Slurm powered its node " + w.hostname + " down", std::move(before),
+               "Deleted the pods of Slurm nodes that Slurm powered down");
     ++plan.terminating;
   }
   active = std::move(kept);
@@ -805,6 +840,14 @@ void Planner::keep_power_records() {
             {{false, "PowerSavingResumed",
               "Slurm node " + hostname +
                   " may be powered up again: Slurm powers it up when it gives it a job"}});
+      } else if (taken.count(ordinal) == 0 && stale_down_while_powered_down(node->second)) {
+        // A pod that went on terminating after its node was powered down (or a pod of an
+        // earlier cluster of the same name, whose preStop reached this slurmctld).
+        add(ResumeSlurmNode{hostname}, "slurm/" + hostname, FailureEffect::kSync,
+            "SlurmUpdateFailed",
+            {{false, "PowerSavingResumed",
+              "Slurm node " + hostname + " may be powered up again: it was set DOWN (" +
+                  node->second.reason + ") and no pod of it is left"}});
       }
       continue;
     }
@@ -966,10 +1009,10 @@ void Planner::record_on_node(const WorkerPod& w, const health::Report& report, b
                                 : std::to_string(record->counted) + " failed checks within " +
                                       std::to_string(r.window_seconds) + " s (quarantineAfter " +
                                       std::to_string(r.quarantine_after) + ")";
-    events.push_back({true, "NodeQuarantined",
-                      "Tainted Node " + w.kube_node + " " + std::string(api::kTaintUnhealthy) +
-                          ":NoSchedule: " + why +
-                          "; new pods go elsewhere until an administrator removes the taint"});
+    events.emplace_back(true, "NodeQuarantined",
+                        "Tainted Node " + w.kube_node + " " + std::string(api::kTaintUnhealthy) +
+                            ":NoSchedule: " + why +
+                            "; new pods go elsewhere until an administrator removes the taint");
   }
   add(PatchKubeNode{w.kube_node,
                     record->quarantines ? "health failures and quarantine taint"
@@ -1022,9 +1065,9 @@ void Planner::check_actively() {
       }
       std::vector<NodeSetEvent> events;
       if (last->ok) {
-        events.push_back({false, "ActiveCheckPassed",
-                          "Active checks of " + w.hostname + " (pod " + w.name + ") passed" +
-                              (figures.empty() ? "" : ": " + figures)});
+        events.emplace_back(false, "ActiveCheckPassed",
+                            "Active checks of " + w.hostname + " (pod " + w.name + ") passed" +
+                                (figures.empty() ? "" : ": " + figures));
       }
       add(ReleaseReservation{node->reservation}, w.name, FailureEffect::kSync, "ActiveCheckFailed",
           std::move(events));
@@ -1232,7 +1275,8 @@ void Planner::drain_and_delete() {
     const std::string& why = it->second;
     if (w.kube_node.empty() || w.phase == "Pending") {
       release_claims(w, why);
-      delete_pod(w, "not running yet (" + why + ")");
+      delete_pod(w, "not running yet (" + why + ")", {},
+                 "Deleted pods not running yet (" + why + ")");
       continue;
     }
     if (!slurm_ok) {
@@ -1261,17 +1305,24 @@ void Planner::drain_and_delete() {
       if (const auto failed = health_failed.find(w.name); failed != health_failed.end()) {
         events.push_back(failed->second);
       }
-      events.push_back({false, "DrainingPod",
-                        "Draining Slurm node " + w.hostname + " of pod " + w.name +
-                            " before deleting it (" + why + ")"});
+      events.emplace_back(false, "DrainingPod",
+                          "Draining Slurm node " + w.hostname + " of pod " + w.name +
+                              " before deleting it (" + why + ")",
+                          "Draining Slurm nodes before deleting their pods (" + why + ")",
+                          w.hostname);
       add(DrainSlurmNode{w.hostname, condemned_reason(kube::object_key(ns, w.name), why),
                          node->reason},
           w.name, FailureEffect::kDeletionBlocked, "SlurmUpdateFailed", std::move(events), true);
-      set_pod_cordon(w, true);
+      // pod-cordon marks a pod that waits for its jobs; an idle node's pod goes once the feed
+      // shows the drain (a scale-in of a thousand idle pods is a thousand deletions, no patches).
+      if (node->busy()) {
+        set_pod_cordon(w, true);
+      }
       plan.draining.push_back(w.name);
       continue;
     }
     if (!slurm_drained(*node)) {
+      set_pod_cordon(w, true);  // a job came between the snapshot and the drain
       plan.draining.push_back(w.name);
       continue;
     }
@@ -1283,7 +1334,8 @@ void Planner::drain_and_delete() {
       continue;
     }
     release_claims(w, why);
-    delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")");
+    delete_pod(w, "its Slurm node " + w.hostname + " is drained and idle (" + why + ")", {},
+               "Deleted pods whose Slurm nodes are drained and idle (" + why + ")");
   }
 }
 
@@ -1700,10 +1752,10 @@ void Planner::link_slurm_node(const WorkerPod& w, const slurm::Node& node,
   if (link.comment || link.topology || link.features || link.address) {
     std::vector<NodeSetEvent> events;
     if (moved) {
-      events.push_back({true, "SlurmNodeAddressTaken",
-                        "Slurm node " + w.hostname + " was reached at " + node.address +
-                            ", not at its pod " + w.name + " (" + w.ip +
-                            "): a slurmd of an earlier pod registered after it; set back"});
+      events.emplace_back(true, "SlurmNodeAddressTaken",
+                          "Slurm node " + w.hostname + " was reached at " + node.address +
+                              ", not at its pod " + w.name + " (" + w.ip +
+                              "): a slurmd of an earlier pod registered after it; set back");
     }
     add(UpdateSlurmNode{w.hostname, link}, w.name, FailureEffect::kSync, "SlurmUpdateFailed",
         std::move(events));
@@ -1801,10 +1853,10 @@ void Planner::plan_deletion() {
       std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
     } else if (!world.controller) {
       // No Controller left to reach Slurm through, ever: an administrator's scontrol is.
-      events.push_back({true, "ReservationLeft",
-                        "No Controller " + n.spec.controller_ref.name +
-                            " to reach Slurm: " + "reservation " + maint +
-                            " is left for scontrol delete reservation=" + maint});
+      events.emplace_back(true, "ReservationLeft",
+                          "No Controller " + n.spec.controller_ref.name +
+                              " to reach Slurm: " + "reservation " + maint +
+                              " is left for scontrol delete reservation=" + maint);
       std::erase(finalizers, std::string(api::kFinalizerNodeSetReservation));
     } else {
       block(slurm_why, "Slurm maintenance reservation " + maint + " kept: " + slurm_problem);
@@ -1901,13 +1953,13 @@ void Planner::empty_slurm_records(std::vector<std::string>& finalizers,
     return;
   }
   if (!busy.empty()) {
-    events.push_back(
-        {true, "SlurmNodesLeft",
-         "Slurm node records left, busy " +
-             std::to_string(
-                 std::chrono::duration_cast<std::chrono::minutes>(kDeletionPatience).count()) +
-             " min after their pods went: " + join(busy, ", ") +
-             " (scontrol delete nodename=... once idle)"});
+    events.emplace_back(
+        true, "SlurmNodesLeft",
+        "Slurm node records left, busy " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::minutes>(kDeletionPatience).count()) +
+            " min after their pods went: " + join(busy, ", ") +
+            " (scontrol delete nodename=... once idle)");
   }
   if (!deleting.empty()) {
     plan.deletion_left = "deleting Slurm node records " + join(deleting, ", ");

@@ -189,6 +189,9 @@ bool powered_down(const slurm::Node& node);
 // Slurm gave up waiting for the node to come up (ResumeTimeout): DOWN and powered down, with
 // Slurm's reason. Its job is requeued; the node waits for `scontrol update state=resume`.
 bool resume_timed_out(const slurm::Node& node);
+// Power saving: a powered-down node set DOWN by the operator's side (a pod's preStop, "Pod is
+// terminating"): with no pod of it left, nothing runs there and Slurm may power it up again.
+bool stale_down_while_powered_down(const slurm::Node& node);
 // A node whose pod is to go must be drained (again): not DRAIN, or DRAIN being undone (UNDRAIN).
 // Scale-in, updates and deletion alike.
 bool drain_needed(const slurm::Node& node);
@@ -430,10 +433,28 @@ enum class FailureEffect {
 };
 
 struct NodeSetEvent {
+  NodeSetEvent() = default;
+  NodeSetEvent(bool is_warning, std::string why, std::string text, std::string batch_text = "",
+               std::string slurm_node = "")
+      : warning(is_warning),
+        reason(std::move(why)),
+        message(std::move(text)),
+        batch(std::move(batch_text)),
+        node(std::move(slurm_node)) {}
   bool warning = false;
   std::string reason;
   std::string message;
+  // Where one reconcile does the same to many pods (a scale-in drains and deletes hundreds),
+  // the events of the same reason and `batch` become one: "<batch>: <n> nodes <hostlist>",
+  // `node` the Slurm node each one names. Empty: recorded as it is.
+  std::string batch;
+  std::string node;
 };
+
+// The events of one reconcile's successful actions as they are recorded: those of one reason and
+// batch text, two or more, as one event naming their nodes (in the order of the first); the rest
+// as they are. Kubernetes caps an event's message at 1 KiB: a long node list is cut there.
+std::vector<NodeSetEvent> batch_events(std::vector<NodeSetEvent> events);
 
 struct Action {
   Change change;
@@ -512,6 +533,11 @@ inline constexpr auto kDeletionPatience = std::chrono::minutes(3);
 // finalizers is released only once what it guards is done, or when its Controller is deleted
 // too (slurmctld and the jobs end with the cluster).
 NodeSetPlan plan_nodeset(const NodeSetWorld& world);
+
+// Whether the feed should read Slurm now rather than at its pace: a Slurm write is among the
+// actions, or a pod is ready (its slurmd registered) and Slurm's snapshot lacks its node. A
+// registration is no line in slurmctld's log, and so no hint (log_hints.hpp).
+bool slurm_worth_reading(const NodeSetWorld& world, const std::vector<Action>& actions);
 
 // A NodeSet being deleted whose spec cannot be read (`errors`: field and reason) keeps its pods
 // and finalizers: DeletionBlocked's reason (InvalidSpec) and message, with the ways out.

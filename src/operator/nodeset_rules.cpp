@@ -127,6 +127,32 @@ bool powered_down(const slurm::Node& node) {
   return (node.has("POWERED_DOWN") || node.has("POWERING_DOWN")) && !node.busy();
 }
 
+bool slurm_worth_reading(const NodeSetWorld& world, const std::vector<Action>& actions) {
+  for (const auto& a : actions) {
+    if (std::holds_alternative<DrainSlurmNode>(a.change) ||
+        std::holds_alternative<UndrainSlurmNode>(a.change) ||
+        std::holds_alternative<ResumeSlurmNode>(a.change) ||
+        std::holds_alternative<UpdateSlurmNode>(a.change) ||
+        std::holds_alternative<DeleteSlurmNode>(a.change) ||
+        std::holds_alternative<CreateSlurmNode>(a.change) ||
+        std::holds_alternative<StartActiveCheck>(a.change) ||
+        std::holds_alternative<SyncReservation>(a.change) ||
+        std::holds_alternative<ReleaseReservation>(a.change)) {
+      return true;
+    }
+  }
+  const auto& nodes = world.slurm.snapshot.nodes;
+  if (!nodes) {
+    return false;
+  }
+  return std::any_of(world.pods.begin(), world.pods.end(),
+                     [&](const WorkerPod& w) { return w.ready && nodes->count(w.hostname) == 0; });
+}
+
+bool stale_down_while_powered_down(const slurm::Node& node) {
+  return node.has("DOWN") && node.has("POWERED_DOWN") && operator_reason(node.reason);
+}
+
 bool resume_timed_out(const slurm::Node& node) {
   return node.has("DOWN") && node.has("POWERED_DOWN") &&
          node.reason.find("ResumeTimeout reached") != std::string::npos;

@@ -1,6 +1,11 @@
 #include "slurm/hostlist.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <map>
+#include <set>
+#include <utility>
 
 namespace tightrope::slurm {
 
@@ -126,6 +131,74 @@ std::optional<std::vector<std::string>> expand_hostlist(std::string_view express
     if (!expand_one(part, limit, out)) {
       return std::nullopt;
     }
+  }
+  return out;
+}
+
+std::string compress_hostlist(const std::vector<std::string>& names) {
+  // Prefix and the width of a zero-padded number (0: not padded) -> the numbers.
+  std::vector<std::pair<std::string, size_t>> order;
+  std::map<std::pair<std::string, size_t>, std::set<uint64_t>> numbers;
+  std::vector<std::string> plain;
+  for (const auto& name : names) {
+    size_t digits = name.size();
+    while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1])) != 0) {
+      --digits;
+    }
+    const size_t width = name.size() - digits;
+    uint64_t number = 0;
+    if (width == 0 || width > 18 ||
+        std::from_chars(name.data() + digits, name.data() + name.size(), number).ec !=
+            std::errc()) {
+      if (std::find(plain.begin(), plain.end(), name) == plain.end()) {
+        plain.push_back(name);
+      }
+      continue;
+    }
+    const bool padded = width > 1 && name[digits] == '0';
+    const auto key = std::make_pair(name.substr(0, digits), padded ? width : 0);
+    if (numbers.count(key) == 0) {
+      order.push_back(key);
+    }
+    numbers[key].insert(number);
+  }
+  const auto pad = [](uint64_t number, size_t width) {
+    std::string text = std::to_string(number);
+    return std::string(width > text.size() ? width - text.size() : 0, '0') + text;
+  };
+  std::string out;
+  const auto append = [&out](const std::string& part) {
+    out += out.empty() ? "" : ",";
+    out += part;
+  };
+  for (const auto& key : order) {
+    const auto& [prefix, width] = key;
+    const std::set<uint64_t>& set = numbers[key];
+    if (set.size() == 1) {
+      append(prefix + pad(*set.begin(), width));
+      continue;
+    }
+    std::string ranges;
+    for (auto it = set.begin(); it != set.end();) {
+      const uint64_t first = *it;
+      uint64_t last = first;
+      while (++it != set.end() && *it == last + 1) {
+        last = *it;
+      }
+      ranges += ranges.empty() ? "" : ",";
+      ranges += pad(first, width);
+      if (last != first) {
+        ranges += "-" + pad(last, width);
+      }
+    }
+    std::string bracket = prefix;
+    bracket += '[';
+    bracket += ranges;
+    bracket += ']';
+    append(bracket);
+  }
+  for (const auto& name : plain) {
+    append(name);
   }
   return out;
 }

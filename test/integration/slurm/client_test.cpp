@@ -211,6 +211,9 @@ TEST(SlurmClient, CreatesAndDeletesADynamicNode) {
   const auto created = c.get_node(name);
   ASSERT_TRUE(created.ok()) << created.error().message;
   EXPECT_EQ(created->base_state(), "FUTURE");
+  // The operator relies on a second create being refused, not a second node of the same name.
+  EXPECT_FALSE(
+      c.create_node("NodeName=" + name + " CPUs=1 RealMemory=500 Features=tb State=CLOUD").ok());
   auto without_future = c.list_nodes();
   ASSERT_TRUE(without_future.ok());
   for (const auto& n : without_future->list.nodes) {

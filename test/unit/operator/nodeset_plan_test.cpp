@@ -67,14 +67,77 @@ TEST(NodeSetPlan, AScaleInDrainsTheVictimAndDeletesNothingYet) {
             "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in");
   EXPECT_TRUE(all_of<DeletePod>(plan).empty());
   EXPECT_EQ(plan.draining, std::vector<std::string>{"cpu-1"});
+  const Action* first = action_for(plan, "cpu-1");
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(std::holds_alternative<DrainSlurmNode>(first->change));
+  EXPECT_TRUE(first->guards_rest);
+  // An idle node's pod goes once the drain shows: no pod-cordon patch for so short a time.
+  EXPECT_TRUE(all_of<PatchPod>(plan).empty());
+  ASSERT_EQ(first->events.size(), 1U);
+  EXPECT_EQ(first->events[0].reason, "DrainingPod");
+  EXPECT_EQ(first->events[0].node, "cpu-1");
+  EXPECT_FALSE(first->events[0].batch.empty());
+}
+
+TEST(NodeSetPlan, AVictimThatRunsAJobIsDrainedFirstThenMarkedWithPodCordon) {
+  Bed bed(1, 2);
+  bed.nodes["cpu-0"].state = {"ALLOCATED"};
+  bed.nodes["cpu-1"].state = {"ALLOCATED"};
+  const NodeSetPlan plan = bed.plan();
   // The drain comes first in the pod's chain and guards the cordon after it.
   const Action* first = action_for(plan, "cpu-1");
   ASSERT_NE(first, nullptr);
   EXPECT_TRUE(std::holds_alternative<DrainSlurmNode>(first->change));
   EXPECT_TRUE(first->guards_rest);
-  const auto cordons = all_of<PatchPod>(plan);
-  ASSERT_EQ(cordons.size(), 1U);
-  EXPECT_EQ(cordons[0].what, "cordon");
+  const auto patches = all_of<PatchPod>(plan);
+  const auto cordon = [](const PatchPod& p) { return p.what == "cordon"; };
+  EXPECT_EQ(std::count_if(patches.begin(), patches.end(), cordon), 1);
+  // A job that came after the plan's snapshot: the next plan marks the draining pod.
+  Bed later(1, 2);
+  later.nodes["cpu-1"].state = {"ALLOCATED", "DRAIN"};
+  later.nodes["cpu-1"].reason =
+      "slurm-operator: Pod (hpc/cpu-1) is pending termination for scale-in";
+  const auto later_patches = all_of<PatchPod>(later.plan());
+  EXPECT_EQ(std::count_if(later_patches.begin(), later_patches.end(), cordon), 1);
+}
+
+TEST(NodeSetPlan, SlurmIsWorthReadingAfterAWriteOrWhenAReadyPodsNodeIsNotKnownYet) {
+  Bed bed(2, 2);
+  EXPECT_FALSE(slurm_worth_reading(bed.world, bed.plan().actions)) << "a steady NodeSet";
+  Bed scale_in(1, 2);
+  EXPECT_TRUE(slurm_worth_reading(scale_in.world, scale_in.plan().actions)) << "it drains";
+  Bed fresh(2, 2);
+  fresh.nodes.erase("cpu-1");  // registered (the pod is ready), not read yet: no line tells
+  fresh.world.slurm.snapshot.nodes =
+      std::make_shared<const std::map<std::string, slurm::Node>>(fresh.nodes);
+  EXPECT_TRUE(slurm_worth_reading(fresh.world, {}));
+}
+
+TEST(NodeSetPlan, EventsOfPodsDeletedAlikeAreOneEventNamingTheirNodes) {
+  std::vector<NodeSetEvent> events;
+  for (int i = 0; i < 300; ++i) {
+    const std::string node = "cpu-" + std::to_string(i);
+    events.push_back({false, "DeletedPod", "Deleted pod " + node, "Deleted idle pods", node});
+    events.push_back({false, "DrainingPod", "Draining " + node, "Draining nodes", node});
+  }
+  events.push_back({true, "ResumeTimedOut", "Slurm gave up cpu-9", "", ""});
+  events.push_back(
+      {false, "DeletedPod", "Deleted pod gpu-0", "Deleted powered-down pods", "gpu-0"});
+  const auto out = batch_events(events);
+  ASSERT_EQ(out.size(), 4U);
+  EXPECT_EQ(out[0].message, "Deleted idle pods: 300 nodes cpu-[0-299]");
+  EXPECT_EQ(out[1].message, "Draining nodes: 300 nodes cpu-[0-299]");
+  EXPECT_EQ(out[2].message, "Slurm gave up cpu-9");
+  EXPECT_EQ(out[3].message, "Deleted pod gpu-0") << "one of its kind keeps its own words";
+  // A list too long for an event's 1 KiB is cut there.
+  std::vector<NodeSetEvent> scattered;
+  for (int i = 0; i < 1000; i += 2) {
+    scattered.push_back({false, "DeletedPod", "", "Deleted", "cpu-" + std::to_string(i)});
+  }
+  const auto cut = batch_events(scattered);
+  ASSERT_EQ(cut.size(), 1U);
+  EXPECT_EQ(cut[0].message.size(), 1024U);
+  EXPECT_TRUE(cut[0].message.starts_with("Deleted: 500 nodes cpu-[0,2,4,"));
 }
 
 TEST(NodeSetPlan, AVictimDrainedAMomentAgoKeepsItsPlaceAndIsNotTakenForIdle) {

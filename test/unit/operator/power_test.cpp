@@ -289,6 +289,29 @@ TEST(PowerSavingPlan, ANodeThatNeverCameUpLosesItsPodWithItsReasonAndIsMadeResum
   EXPECT_TRUE(told);
 }
 
+TEST(PowerSavingPlan, APoweredDownNodeAPodsPreStopSetDownIsResumedOnceNoPodOfItIsLeft) {
+  Bed bed = power_bed(1);
+  // cpu-1 and cpu-2: DOWN from the preStop of pods of an earlier cluster of the same name.
+  for (const char* name : {"cpu-0", "cpu-1", "cpu-2"}) {
+    bed.nodes[name] = cloud_node(name, {"DOWN", "CLOUD", "POWERED_DOWN"});
+    bed.nodes[name].reason = "slurm-operator: Pod is terminating";
+  }
+  const NodeSetPlan plan = bed.plan();
+  std::vector<std::string> resumed;
+  for (const auto& r : all_of<ResumeSlurmNode>(plan)) {
+    resumed.push_back(r.node);
+  }
+  EXPECT_EQ(resumed, (std::vector<std::string>{"cpu-1", "cpu-2"}))
+      << "cpu-0 has a pod: its own preStop may still be at work";
+  // An administrator's DOWN is theirs.
+  Bed admin = power_bed(0);
+  for (const char* name : {"cpu-0", "cpu-1", "cpu-2"}) {
+    admin.nodes[name] = cloud_node(name, {"DOWN", "CLOUD", "POWERED_DOWN"});
+    admin.nodes[name].reason = "bad fan";
+  }
+  EXPECT_TRUE(all_of<ResumeSlurmNode>(admin.plan()).empty());
+}
+
 TEST(PowerSavingPlan, ANodeWhosePodCannotStartSaysWhyInItsCommentUntilItRuns) {
   Bed bed = power_bed(1);
   auto& w = bed.world.pods[0];

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace tightrope::slurm {
 namespace {
 
@@ -37,6 +39,29 @@ TEST(Hostlist, PlainNamesAfterARangeCountTowardsTheLimit) {
   EXPECT_FALSE(expand_hostlist("a,b,n[1-3]", 4));
   EXPECT_FALSE(expand_hostlist("a,b,c,d,e", 4));
   EXPECT_EQ(expand_hostlist("n[1-3],a", 4)->size(), 4U);
+}
+
+TEST(Hostlist, CompressesNamesIntoRanges) {
+  EXPECT_EQ(compress_hostlist({}), "");
+  EXPECT_EQ(compress_hostlist({"slinky-3"}), "slinky-3");
+  EXPECT_EQ(compress_hostlist({"slinky-2", "slinky-0", "slinky-1", "slinky-7", "slinky-1"}),
+            "slinky-[0-2,7]");
+  EXPECT_EQ(compress_hostlist({"gpu-1", "cpu-0", "login", "cpu-1"}), "gpu-1,cpu-[0-1],login");
+  EXPECT_EQ(compress_hostlist({"n8", "n9", "n10", "n11"}), "n[8-11]");
+  // Zero padding is kept apart: w-08 and w-8 are two nodes.
+  EXPECT_EQ(compress_hostlist({"w-08", "w-09", "w-10", "w-8"}), "w-[08-09],w-[8,10]");
+}
+
+TEST(Hostlist, CompressedNamesExpandToTheSameNames) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 1000; i += (i % 7 == 0 ? 2 : 1)) {
+    names.push_back("slinky-" + std::to_string(i));
+  }
+  names.push_back("a-0099");
+  const auto back = expand_hostlist(compress_hostlist(names));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(std::set<std::string>(back->begin(), back->end()),
+            std::set<std::string>(names.begin(), names.end()));
 }
 
 }  // namespace
