@@ -36,6 +36,12 @@ int main(int argc, char** argv) {
                  "seconds between a Controller's doctor's checks while Slurm answers")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  int hinted_period = 30;
+  app.add_option("--slurm-hinted-period", hinted_period,
+                 "seconds between polls of a cluster's Slurm at rest while the operator follows "
+                 "slurmctld's log for hints of change; 0: follow no log, poll every second")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   std::string mirror = "none";
   app.add_option("--mirror-slurm-drains", mirror,
                  "show an administrator's Slurm drain on the Kubernetes Node: none, condition "
@@ -64,6 +70,7 @@ int main(int argc, char** argv) {
   options.workers = workers;
   options.propagated_node_conditions = split_list(propagated);
   options.slurm_check_period = std::chrono::seconds(check_period);
+  options.slurm_hinted_period = std::chrono::seconds(hinted_period);
   options.mirror_slurm_drains = mirror == "taint" ? op::OperatorOptions::DrainMirror::kTaint
                                 : mirror == "condition"
                                     ? op::OperatorOptions::DrainMirror::kCondition

@@ -445,7 +445,11 @@ Result<Done> Client::watch(const ResourceType& type, const std::string& ns,
     request.headers.emplace_back("Authorization", "Bearer " + *token);
   }
   wait_for_token();
-  const Call label{"GET", path, "", "", true, "watch", type.resource};
+  return stream({"GET", path, "", "", true, "watch", type.resource}, request, on_chunk, cancel);
+}
+
+Result<Done> Client::stream(const Call& label, const http::Request& request,
+                            const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel) {
   std::string error_body;
   long error_status = 0;
   const auto started = std::chrono::steady_clock::now();
@@ -468,9 +472,32 @@ Result<Done> Client::watch(const ResourceType& type, const std::string& ns,
   }
   observe(label, *status, std::chrono::steady_clock::now() - started);
   if (*status >= 300 || error_status != 0) {
-    return fail(error_from_response("GET " + path, *status, error_body));
+    return fail(error_from_response("GET " + label.path, *status, error_body));
   }
   return Done{};
+}
+
+Result<Done> Client::follow_log(const std::string& ns, const std::string& pod,
+                                const std::string& container, int tail_lines,
+                                const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel,
+                                std::chrono::seconds limit) {
+  auto token = bearer_token();
+  if (!token) {
+    return fail(token.error());
+  }
+  const std::string path = "/api/v1/namespaces/" + ns + "/pods/" + pod +
+                           "/log?container=" + container +
+                           "&follow=true&tailLines=" + std::to_string(tail_lines);
+  http::Request request{"GET", config_.server + path, "", headers(""), limit};
+  if (!token->empty()) {
+    request.headers.emplace_back("Authorization", "Bearer " + *token);
+  }
+  wait_for_token();
+  auto streamed = stream({"GET", path, "", "", true, "get", "pods/log"}, request, on_chunk, cancel);
+  if (!streamed && streamed.error().kind == ErrorKind::kTimeout) {
+    return Done{};  // the limit: followed long enough, the caller follows again
+  }
+  return streamed;
 }
 
 }  // namespace tightrope::kube

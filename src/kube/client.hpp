@@ -142,6 +142,14 @@ class Client {
   Result<Done> watch(const ResourceType& type, const std::string& ns, const WatchOptions& options,
                      const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel);
 
+  // Follows a container's log (pods/log, follow=true) from its last `tail_lines` lines: each
+  // chunk as it arrives, until the container ends, `on_chunk` returns false, *cancel turns true
+  // or `limit` passes (Done then: the caller follows again). A quiet log is silent by right.
+  Result<Done> follow_log(const std::string& ns, const std::string& pod,
+                          const std::string& container, int tail_lines,
+                          const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel,
+                          std::chrono::seconds limit);
+
   // Any path (discovery documents, /readyz).
   Result<nlohmann::json> get_path(const std::string& path);
 
@@ -156,6 +164,10 @@ class Client {
     std::string resource;  // for metrics
   };
   Result<std::string> call(const Call& call);
+  // A streamed GET (a watch, a followed log): each chunk of a 2xx body to `on_chunk`, until the
+  // server ends it, it fails (kTimeout: the request's timeout or silence limit) or is cancelled.
+  Result<Done> stream(const Call& label, const http::Request& request,
+                      const WatchChunkHandler& on_chunk, const std::atomic<bool>* cancel);
   Result<std::string> bearer_token();
   std::vector<std::pair<std::string, std::string>> headers(const std::string& content_type);
   void observe(const Call& call, long code, std::chrono::steady_clock::duration took);

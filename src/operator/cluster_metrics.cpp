@@ -71,6 +71,11 @@ ClusterMetrics::ClusterMetrics(metrics::Registry& registry)
       up_(registry.gauge("tightrope_slurm_up",
                          "1 while the operator's change feed reads slurmrestd, 0 while it fails.",
                          {"namespace", "controller"})),
+      hints_(registry.gauge("tightrope_slurm_log_followed",
+                            "1 while the operator follows the log of every slurmctld pod for "
+                            "hints of change and polls Slurm at rest only each hinted period; 0 "
+                            "while it polls every second.",
+                            {"namespace", "controller"})),
       findings_(registry.gauge(
           "tightrope_doctor_findings",
           "Problems the operator's doctor checks find, by check (docs/troubleshooting.md) and "
@@ -164,9 +169,19 @@ void ClusterMetrics::up(const std::string& ns, const std::string& controller, bo
   up_.with(of(ns, controller)).set(up ? 1 : 0);
 }
 
+void ClusterMetrics::hints_live(const std::string& ns, const std::string& controller,
+                                std::optional<bool> live) {
+  if (live) {
+    hints_.with(of(ns, controller)).set(*live ? 1 : 0);
+  } else {
+    hints_.remove(of(ns, controller));
+  }
+}
+
 void ClusterMetrics::forget(const std::string& ns, const std::string& controller) {
   const Labels labels = of(ns, controller);
-  for (metrics::GaugeFamily* family : {&jobs_, &gpus_, &not_responding_, &up_, &findings_}) {
+  for (metrics::GaugeFamily* family :
+       {&jobs_, &gpus_, &not_responding_, &up_, &hints_, &findings_}) {
     family->remove(labels);
   }
   requests_.remove(labels);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -52,6 +53,8 @@ class ClusterMetrics {
                 const std::map<std::pair<std::string, std::string>, int64_t>& counts);
   // Whether the feed reads slurmrestd now.
   void up(const std::string& ns, const std::string& controller, bool up);
+  // Whether slurmctld's log is followed for hints (log_hints.hpp); the series goes with none.
+  void hints_live(const std::string& ns, const std::string& controller, std::optional<bool> live);
   // The Controller is gone: its series go with it.
   void forget(const std::string& ns, const std::string& controller);
 
@@ -61,6 +64,7 @@ class ClusterMetrics {
   metrics::GaugeFamily& gpus_;
   metrics::GaugeFamily& not_responding_;
   metrics::GaugeFamily& up_;
+  metrics::GaugeFamily& hints_;
   metrics::GaugeFamily& findings_;
   std::mutex mu_;
   // The job groups and NodeSets last reported per "namespace/controller": a group that empties

@@ -384,6 +384,12 @@ kube::ReconcileOutcome NodeSetReconciler::reconcile(const kube::Request& request
 
   const NodeSetPlan plan = plan_nodeset(world);
   const std::vector<ActionFailure> failures = execute(key, self, world, plan.actions);
+  if (world.controller && slurm_worth_reading(world, plan.actions)) {
+    if (const auto feed = runtime_.slurm().feed(
+            kube::object_key(n.metadata.namespace_name, world.controller->metadata.name))) {
+      feed->hint();
+    }
+  }
   if (!failures.empty()) {
     const ActionFailure& first = failures.front();
     runtime_.events().warning(

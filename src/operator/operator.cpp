@@ -21,7 +21,8 @@ using nlohmann::json;
 
 Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOptions options,
                    metrics::Registry* metrics)
-    : runtime_(client, events, slurm_, std::move(options)),
+    : log_hints_(client, slurm_),
+      runtime_(client, events, slurm_, std::move(options)),
       factory_(client,
                [&] {
                  kube::ReflectorOptions r;
@@ -42,8 +43,13 @@ Operator::Operator(kube::Client& client, kube::EventRecorder& events, OperatorOp
     nodeset_reconciler_.use_metrics(nodeset_metrics_.get());
     cluster_metrics_ = std::make_unique<ClusterMetrics>(*metrics_);
     slurm_.use_metrics(cluster_metrics_.get());
+    log_hints_.use_metrics(cluster_metrics_.get());
   }
   runtime_.use_cache(&cache_);
+  if (runtime_.options().slurm_hinted_period.count() > 0) {
+    slurm_.set_hinted_period(runtime_.options().slurm_hinted_period);
+    runtime_.use_log_hints(&log_hints_);
+  }
   wire();
 }
 
@@ -493,6 +499,7 @@ void Operator::stop_controllers() {
   controllers_running_ = false;
   // What a leader reported goes with its term: a standby's series would be stale, and summed
   // with the new leader's they would count every job and node twice.
+  log_hints_.stop_all();
   slurm_.release_all();
   if (nodeset_metrics_) {
     nodeset_metrics_->forget_all();

@@ -15,6 +15,7 @@
 #include "kube/manager.hpp"
 #include "operator/cache.hpp"
 #include "operator/health.hpp"
+#include "operator/log_hints.hpp"
 #include "operator/nodeset.hpp"
 #include "operator/reconcilers.hpp"
 #include "operator/runtime.hpp"
@@ -77,6 +78,7 @@ class Operator final : public kube::Runnable {
   // Before slurm_: its feeds report here until they stop.
   std::unique_ptr<ClusterMetrics> cluster_metrics_;  // with metrics only
   SlurmClients slurm_;
+  LogHints log_hints_;  // after slurm_: its followers hint slurm_'s feeds until they stop
   Runtime runtime_;
   kube::InformerFactory factory_;
   ResourceCache cache_;

@@ -19,6 +19,8 @@
 
 namespace tightrope::op {
 
+class LogHints;
+
 struct OperatorOptions {
   std::vector<std::string> namespaces;  // empty: every namespace
   // Where the operator reaches a RestApi's slurmrestd: {service} and {namespace} are replaced.
@@ -27,6 +29,9 @@ struct OperatorOptions {
   std::map<std::string, int> workers;  // per controller name; 1 when unset
   // How often a Controller asks Slurm whether it answers (status only; changes are events).
   std::chrono::seconds slurm_check_period{30};
+  // While slurmctld's log is followed (log_hints.hpp), how often a cluster's Slurm at rest is
+  // polled anyway; 0: no log is followed, Slurm is polled every second.
+  std::chrono::seconds slurm_hinted_period{30};
   // What an administrator's drain in Slurm does to the Kubernetes Node of its slurmd pod:
   // nothing (kNone), a SlurmNodeDrained condition (kCondition), or the condition and a
   // NoSchedule taint (kTaint), so that nothing new lands on a node Slurm took out.
@@ -69,6 +74,9 @@ class Runtime {
   kube::Client& kube() { return kube_; }
   kube::EventRecorder& events() { return events_; }
   SlurmClients& slurm() { return slurm_; }
+  // The followers of slurmctld's log; null when the operator follows none.
+  LogHints* log_hints() { return log_hints_; }
+  void use_log_hints(LogHints* hints) { log_hints_ = hints; }
   const OperatorOptions& options() const { return options_; }
 
   // Server-side apply (force) as "slurm-operator". A Secret's stringData is sent as data, so
@@ -117,6 +125,7 @@ class Runtime {
   std::mutex serves_mu_;
   std::map<std::string, std::pair<bool, std::chrono::steady_clock::time_point>> serves_;
   const ResourceCache* cache_ = nullptr;
+  LogHints* log_hints_ = nullptr;
   // Objects as last read, with their resourceVersion: read again only when the cache shows
   // another one.
   struct Read {

@@ -180,6 +180,7 @@ std::shared_ptr<slurm::Client> SlurmClients::ensure(const std::string& key, cons
     // read every 10 s, which halves what an idle cluster's slurmrestd answers.
     feed_options.jobs_at_rest = std::chrono::seconds(10);
     feed_options.max_backoff = std::chrono::milliseconds(10000);
+    feed_options.hinted_period = hinted_period_;
     // The feed refers to its client: both live in one block, the feed destroyed first.
     auto both = std::make_shared<FeedAndClient>(feed_client, feed_options);
     feed = std::shared_ptr<slurm::ChangeFeed>(both, &both->feed);

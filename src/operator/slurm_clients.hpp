@@ -75,6 +75,8 @@ class SlurmClients {
       std::function<void(const std::string& controller_key, const NodeSetIndex::Touched* touched)>;
 
   SlurmClients() = default;
+  // Feeds made from now on poll at rest only this often while hints are live (0: never).
+  void set_hinted_period(std::chrono::milliseconds period) { hinted_period_ = period; }
   ~SlurmClients();
   SlurmClients(const SlurmClients&) = delete;
   SlurmClients& operator=(const SlurmClients&) = delete;
@@ -119,6 +121,7 @@ class SlurmClients {
   ChangeListener listener_;
   ClusterMetrics* metrics_ = nullptr;
   static constexpr std::chrono::milliseconds kFeedPeriod{1000};
+  std::chrono::milliseconds hinted_period_{0};
   std::map<std::string, Entry> clients_;
   std::map<std::string, std::pair<std::string, std::string>> absent_;  // key -> (reason, message)
 };

@@ -6,6 +6,8 @@
 #include "api/codec.hpp"
 #include "base/log.hpp"
 #include "operator/build/components.hpp"
+#include "operator/build/controller.hpp"
+#include "operator/log_hints.hpp"
 #include "operator/resources.hpp"
 
 namespace tightrope::op {
@@ -41,12 +43,19 @@ ConnectionPlan plan_connection(const api::Controller& c, const std::optional<api
 kube::ReconcileOutcome SlurmConnectionReconciler::reconcile(const kube::Request& request) {
   const std::string key = request.key();
   const auto doc = cache_.get(resources::controllers(), key);
+  LogHints* hints = runtime_.log_hints();
   if (!doc || doc->meta.deleting) {
+    if (hints != nullptr) {
+      hints->stop(key);
+    }
     runtime_.slurm().erase(key);
     return settled();
   }
   auto c = checked(*doc, &api::decode_controller);
   if (!c) {
+    if (hints != nullptr) {
+      hints->stop(key);
+    }
     runtime_.slurm().disconnect(key, "InvalidSpec", api::join(c.error()));
     return settled();  // a corrected spec is an update, and so a reconcile
   }
@@ -62,6 +71,9 @@ kube::ReconcileOutcome SlurmConnectionReconciler::reconcile(const kube::Request&
       *c, restapi,
       restapi ? runtime_.slurmrestd_url(build::restapi_name(*restapi), ns) : std::string());
   if (!plan.jwt_key) {
+    if (hints != nullptr) {
+      hints->stop(key);
+    }
     runtime_.slurm().disconnect(key, plan.reason, plan.message);
     return settled();
   }
@@ -78,6 +90,10 @@ kube::ReconcileOutcome SlurmConnectionReconciler::reconcile(const kube::Request&
         return secret.value;
       },
       "Secret " + ns + "/" + ref.name + " key " + ref.key);
+  if (hints != nullptr) {
+    // slurmctld's own pods: an external slurmctld's log is not the operator's to follow.
+    hints->follow(key, build::controller_pod_names(*c));
+  }
   return settled();
 }
 

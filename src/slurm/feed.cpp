@@ -94,6 +94,46 @@ std::chrono::steady_clock::time_point next_poll_at(std::chrono::steady_clock::ti
   return std::max(started + period, finished + (finished - started));
 }
 
+bool settled(const SlurmSnapshot& snapshot) {
+  if (snapshot.jobs) {
+    for (const auto& [id, job] : *snapshot.jobs) {
+      if (job.has("PENDING") || job.has("CONFIGURING") || job.has("REQUEUED") ||
+          job.has("RESIZING") || job.has("SIGNALING") || job.has("STAGE_OUT")) {
+        return false;
+      }
+    }
+  }
+  if (snapshot.nodes) {
+    for (const auto& [name, node] : *snapshot.nodes) {
+      for (const char* moving : {"POWERING_UP", "POWERING_DOWN", "POWER_DOWN", "COMPLETING",
+                                 "REBOOT_REQUESTED", "REBOOT_ISSUED"}) {
+        if (node.has(moving)) {
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+std::chrono::milliseconds feed_period(
+    const FeedOptions& options, bool hints_live, bool settled,
+    std::chrono::steady_clock::time_point now,
+    std::optional<std::chrono::steady_clock::time_point> changed) {
+  if (!hints_live || !settled || options.hinted_period <= options.period ||
+      (changed && now < *changed + options.busy_for)) {
+    return options.period;
+  }
+  return options.hinted_period;
+}
+
+std::chrono::steady_clock::time_point hinted_poll_at(
+    const FeedOptions& options, std::chrono::steady_clock::time_point now,
+    std::optional<std::chrono::steady_clock::time_point> started) {
+  const auto soon = now + options.hint_delay;
+  return started ? std::max(soon, *started + options.period) : soon;
+}
+
 std::chrono::milliseconds list_timeout(std::chrono::milliseconds last_list) {
   return std::min(last_list * 4, std::chrono::milliseconds(120000));
 }
@@ -258,6 +298,9 @@ Result<PollOutcome> ChangeFeed::poll_once() {
     if (!node_events.empty()) {
       job_pace_.changed(paced_at);
     }
+    if (!node_events.empty() || !job_events.empty()) {
+      changed_at_ = paced_at;
+    }
     subscribers = subscribers_;
     change_subscribers = change_subscribers_;
     published = snapshot_;
@@ -301,6 +344,10 @@ void ChangeFeed::run() {
   auto wait = options_.period;
   for (;;) {
     const auto started = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(run_mu_);
+      started_ = started;
+    }
     auto outcome = poll_once();
     if (outcome && outcome->listed) {
       // A node list is 2.7 KB a node, and its parse several times that: freed, but kept by the
@@ -308,7 +355,16 @@ void ChangeFeed::run() {
       return_free_memory();
     }
     if (outcome) {
-      wait = options_.period;
+      std::optional<std::chrono::steady_clock::time_point> changed;
+      SlurmSnapshot now;
+      {
+        std::lock_guard lock(mu_);
+        changed = changed_at_;
+        now = snapshot_;
+      }
+      const bool live = hints_live_.load();
+      wait = feed_period(options_, live, live && settled(now), std::chrono::steady_clock::now(),
+                         changed);
     } else {
       wait = std::min(std::max(wait * 2, options_.period), options_.max_backoff);
     }
@@ -329,6 +385,26 @@ void ChangeFeed::run() {
     }
     soon_.reset();
   }
+}
+
+void ChangeFeed::hint() {
+  ++hints_;
+  {
+    std::lock_guard lock(run_mu_);
+    const auto at = hinted_poll_at(options_, std::chrono::steady_clock::now(), started_);
+    if (!soon_ || at < *soon_) {
+      soon_ = at;
+    }
+  }
+  wake_.notify_all();
+}
+
+void ChangeFeed::hints_live(bool live) {
+  if (hints_live_.exchange(live) == live || live) {
+    return;
+  }
+  // The source went quiet for good: what it may have missed is read now.
+  poll_soon(std::chrono::milliseconds(0));
 }
 
 void ChangeFeed::poll_soon(std::chrono::milliseconds delay) {

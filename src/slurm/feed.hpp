@@ -61,7 +61,27 @@ struct FeedOptions {
   // Jobs are read in every poll again for `busy_for` after a change, and after poll_soon.
   std::chrono::milliseconds jobs_at_rest{0};
   std::chrono::milliseconds busy_for{10000};
+  // While a live hint source (ChangeFeed::hints_live) tells of Slurm's changes as they happen,
+  // a feed that saw no change for busy_for polls only this often: the hints bring the polls
+  // that matter. 0: always `period`.
+  std::chrono::milliseconds hinted_period{0};
+  // A hint's poll starts this long after the hint, and no sooner than `period` after the
+  // previous poll started: a burst of hints is one poll a period, as without hints.
+  std::chrono::milliseconds hint_delay{20};
 };
+
+// The pause after a poll, hints considered (FeedOptions::hinted_period): `period` unless hints
+// are live, Slurm is `settled` and the last change seen (nullopt: none yet) is busy_for or more
+// ago.
+std::chrono::milliseconds feed_period(const FeedOptions& options, bool hints_live, bool settled,
+                                      std::chrono::steady_clock::time_point now,
+                                      std::optional<std::chrono::steady_clock::time_point> changed);
+
+// When the poll a hint at `now` asks for starts, the previous poll having started at `started`
+// (nullopt: none yet).
+std::chrono::steady_clock::time_point hinted_poll_at(
+    const FeedOptions& options, std::chrono::steady_clock::time_point now,
+    std::optional<std::chrono::steady_clock::time_point> started);
 
 // When the feed reads the job list (FeedOptions::jobs_at_rest): pure, so that tests give it
 // the time.
@@ -140,6 +160,11 @@ struct SlurmSnapshot {
   std::shared_ptr<const std::map<int64_t, Job>> jobs;  // empty without FeedOptions::follow_jobs
 };
 
+// Whether nothing in Slurm may change on its own without a line in slurmctld's log: no job
+// waiting or starting (the backfill scheduler starts jobs without one), no node powering up or
+// down, rebooting or completing a job. Only then may hints stand in for polling.
+bool settled(const SlurmSnapshot& snapshot);
+
 struct PollOutcome {
   bool listed = false;  // a list came back (false: 304, nothing changed)
   bool resync = false;  // it was an unconditional full list
@@ -180,6 +205,14 @@ class ChangeFeed {
   // changed something (submitted a job) learns Slurm's answer sooner. Calls before that poll
   // are one poll; the period goes on from it.
   void poll_soon(std::chrono::milliseconds delay);
+  // Slurm may have changed (a line of slurmctld's log): a poll within hint_delay, at most one
+  // a period.
+  void hint();
+  // Whether a hint source follows Slurm now. Live, the feed may poll only each hinted_period
+  // at rest; no longer live, it polls at once (a hint may have been lost) and each period again.
+  void hints_live(bool live);
+  bool hints_live() const { return hints_live_.load(); }
+  uint64_t hints() const { return hints_.load(); }
 
   void start();
   void stop();  // returns after the thread has ended; idempotent
@@ -211,11 +244,16 @@ class ChangeFeed {
   std::chrono::milliseconds node_list_took_{0};  // the last node list that came back; under mu_
   std::chrono::milliseconds job_list_took_{0};   // the same of jobs
   std::atomic<bool> asked_{false};               // poll_soon since the last poll
+  std::atomic<bool> hints_live_{false};
+  std::atomic<uint64_t> hints_{0};
+  // The last node or job change a poll read: the feed is busy for busy_for after it.
+  std::optional<std::chrono::steady_clock::time_point> changed_at_;  // under mu_
 
   std::mutex run_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::optional<std::chrono::steady_clock::time_point> soon_;  // under run_mu_
+  std::optional<std::chrono::steady_clock::time_point> soon_;     // under run_mu_
+  std::optional<std::chrono::steady_clock::time_point> started_;  // the last poll's; run_mu_
   std::thread thread_;
 };
 

@@ -279,6 +279,37 @@ def test_guide_external_drain_preservation():
     wait_until("2 idle workers", two_idle_workers, 60, cluster_state)
 
 
+def operator_series(name: str) -> float:
+    """The sum of a series of the leading operator's for this cluster's namespace."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in operator_metrics().splitlines()
+               if line.startswith(name + "{") and f'namespace="{NS}"' in line)
+
+
+def test_at_rest_slurm_is_read_each_hinted_period_and_a_drain_still_shows_at_once():
+    """docs/slurm.md: the operator follows slurmctld's log, and at rest its feed polls Slurm each
+    hinted period (30 s) instead of each second; an administrator's drain is a line in that log,
+    and the pod shows it a poll later."""
+    wait_until("slurmctld's log followed", lambda: operator_series("tightrope_slurm_log_followed") == 1, 90,
+               cluster_state)
+    wait_until("2 idle workers", two_idle_workers, 60, cluster_state)
+    time.sleep(12)  # the feed stays busy for 10 s after the last change it read
+    before, started = operator_series("tightrope_slurm_requests_total"), time.monotonic()
+    time.sleep(60)
+    per_minute = (operator_series("tightrope_slurm_requests_total") - before) * 60 / (time.monotonic() - started)
+    print(f"\nat rest: {per_minute:.1f} Slurm requests a minute")
+    assert per_minute <= 12, f"{per_minute:.1f} a minute: polled each second (60 and more) {cluster_state()}"
+    pod = f"{NODESET}-1"
+    drained = time.monotonic()
+    slurm("scontrol", "update", f"nodename={HOST}1", "state=drain", "reason=hinted")
+    try:
+        # Not a timing bound: without the hint the next poll would be up to 30 s away.
+        wait_until("the pod to show the drain", lambda: drain_status(pod) == "True", 15, cluster_state, period=0.2)
+        print(f"scontrol drain -> the pod's SlurmNodeStateDrain: {time.monotonic() - drained:.1f} s")
+    finally:
+        slurm("scontrol", "update", f"nodename={HOST}1", "state=resume")
+    wait_until("2 idle workers", two_idle_workers, 60, cluster_state)
+
+
 def test_guide_node_features_become_constraints():
     node = ENV["TESTBED_NODE"]
     kubectl("annotate", "node", node, "features.slinky.slurm.net/spec=switch-a")

@@ -171,6 +171,17 @@ std::string controller_config_map_name(const api::Controller& c) {
 std::string controller_statefulset_name(const api::Controller& c) {
   return c.metadata.name + "-controller";
 }
+std::vector<std::string> controller_pod_names(const api::Controller& c) {
+  std::vector<std::string> pods;
+  if (c.spec.external) {
+    return pods;
+  }
+  const int replicas = c.spec.ha.enabled ? 1 + static_cast<int>(c.spec.ha.backups) : 1;
+  for (int i = 0; i < replicas; ++i) {
+    pods.push_back(controller_statefulset_name(c) + "-" + std::to_string(i));
+  }
+  return pods;
+}
 std::string controller_service_name(const api::Controller& c) {
   return c.metadata.name + "-controller";
 }
@@ -406,9 +417,7 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
     conf.append_setting({{"SlurmctldHost", s.external_config.host}});
     conf.set("SlurmctldPort", std::to_string(s.external_config.port));
   } else {
-    const int replicas = s.ha.enabled ? 1 + static_cast<int>(s.ha.backups) : 1;
-    for (int i = 0; i < replicas; ++i) {
-      const std::string pod = controller_statefulset_name(c) + "-" + std::to_string(i);
+    for (const std::string& pod : controller_pod_names(c)) {
       // The pod's name, and its address through the headless Service.
       std::string host = pod;
       host += "(" + pod + "." + controller_headless_service_name(c) + ".";
@@ -433,6 +442,10 @@ std::string build_slurm_conf(const api::Controller& c, const ControllerInputs& i
   soft("SlurmdSpoolDir", "/var/spool/slurmd");
   soft("MaxNodeCount", std::to_string(max_node_count(in)));
   soft("SlurmctldLogFile", "/var/log/slurm/slurmctld.log");
+  // The scheduler's allocations (sched: Allocate ...) into the same log: with slurmctld's own
+  // lines they are what the operator follows for hints of change (docs/slurm.md).
+  soft("SlurmSchedLogFile", "/var/log/slurm/slurmctld.log");
+  soft("SlurmSchedLogLevel", "1");
   soft("SlurmdLogFile", "/var/log/slurm/slurmd.log");
   // Workers run Tightrope's checks once a HealthCheck selects one of the cluster's NodeSets
   // (the program does nothing on the others); not before, since images other than Tightrope's

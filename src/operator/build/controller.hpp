@@ -40,6 +40,9 @@ std::string controller_config_map_name(const api::Controller& c);        // <cr>
 std::string controller_statefulset_name(const api::Controller& c);       // <cr>-controller
 std::string controller_service_name(const api::Controller& c);           // <cr>-controller
 std::string controller_headless_service_name(const api::Controller& c);  // ...-internal
+// Its slurmctld pods, primary first: <statefulset>-0, and a backup each for HA; none for an
+// external slurmctld.
+std::vector<std::string> controller_pod_names(const api::Controller& c);
 // Where slurmd, sackd and slurmrestd find slurmctld: "<service>.<ns>:6817", or the external
 // host and port.
 std::string controller_conf_server(const api::Controller& c);

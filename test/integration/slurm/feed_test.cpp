@@ -103,6 +103,37 @@ TEST(ChangeFeed, PollsSoonWhenAskedAndOtherwiseOnceAPeriod) {
   feed.stop();
 }
 
+TEST(ChangeFeed, WithLiveHintsAtRestOnlyAHintBringsAPollAndItReadsTheChange) {
+  Client c = client();
+  Recorder recorder;
+  FeedOptions o;
+  o.period = 1s;
+  o.hinted_period = 60s;
+  o.busy_for = 2s;
+  ChangeFeed feed(c, o);
+  feed.subscribe(std::ref(recorder));
+  feed.hints_live(true);
+  feed.start();
+  for (int i = 0; i < 300 && feed.requests() == 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  // busy_for after the first list's "changes" (every node added), and its last poll a period on.
+  std::this_thread::sleep_for(4s);
+  const uint64_t at_rest = feed.requests();
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(feed.requests(), at_rest) << "at rest with live hints: no poll each period";
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n3 state=drain reason=hinted"), 0);
+  feed.hint();  // read within 5 s, not the 60 s of the hinted period
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) { return e.node.name == "n3" && e.node.reason == "hinted"; }, 5s));
+  ASSERT_EQ(TestBed::slurm_cli("scontrol update nodename=n3 state=resume"), 0);
+  // No hint for this one: the source went away, and the feed reads at once, then each period.
+  feed.hints_live(false);
+  EXPECT_TRUE(recorder.wait_for(
+      [](const NodeEvent& e) { return e.node.name == "n3" && !e.node.drain(); }, 3s));
+  feed.stop();
+}
+
 TEST(ChangeFeed, ReportsADrainMadeWithScontrol) {
   Client c = client();
   Recorder recorder;  // outlives the feed, whose thread delivers to it until it stops

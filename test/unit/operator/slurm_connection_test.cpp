@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "operator/build/controller.hpp"
+#include "operator/log_hints.hpp"
 #include "operator/slurm_clients.hpp"
 #include "samples.hpp"
 
@@ -102,6 +104,28 @@ TEST(SlurmReach, ADisconnectionIsRecordedAndForgottenWithItsController) {
   EXPECT_EQ(told, 1) << "nothing new: nobody is woken";
   clients.erase("hpc/slurm");
   EXPECT_EQ(clients.reach("hpc/slurm").reason, "NotConnected");
+}
+
+TEST(LogHints, AFollowThatFailsIsTriedAgainSoonThenLessOften) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(follow_backoff(0), milliseconds(0)) << "after a follow that lasted: at once";
+  EXPECT_EQ(follow_backoff(1), milliseconds(1000));
+  EXPECT_EQ(follow_backoff(2), milliseconds(2000));
+  EXPECT_EQ(follow_backoff(5), milliseconds(16000));
+  EXPECT_EQ(follow_backoff(6), milliseconds(30000));
+  EXPECT_EQ(follow_backoff(60), milliseconds(30000));
+}
+
+TEST(LogHints, TheControllersOwnSlurmctldPodsAreFollowedAndAnExternalOneIsNot) {
+  api::Controller c;
+  c.metadata.name = "slurm";
+  EXPECT_EQ(build::controller_pod_names(c), std::vector<std::string>{"slurm-controller-0"});
+  c.spec.ha.enabled = true;
+  c.spec.ha.backups = 1;
+  EXPECT_EQ(build::controller_pod_names(c),
+            (std::vector<std::string>{"slurm-controller-0", "slurm-controller-1"}));
+  c.spec.external = true;
+  EXPECT_TRUE(build::controller_pod_names(c).empty());
 }
 
 }  // namespace

@@ -108,6 +108,64 @@ TEST(NextPoll, ALongPollLeavesSlurmrestdAsLongAgainBeforeTheNext) {
   EXPECT_EQ(next_poll_at(t0, t0 + milliseconds(700), seconds(1)), t0 + milliseconds(1400));
 }
 
+FeedOptions hinted_options() {
+  FeedOptions o;
+  o.period = seconds(1);
+  o.hinted_period = seconds(30);
+  o.busy_for = seconds(10);
+  o.hint_delay = milliseconds(20);
+  return o;
+}
+
+TEST(FeedPeriod, AtRestWithLiveHintsTheFeedPollsOnlyEachHintedPeriod) {
+  const auto o = hinted_options();
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(feed_period(o, true, true, t0, std::nullopt), seconds(30));
+  EXPECT_EQ(feed_period(o, true, true, t0, t0 - seconds(11)), seconds(30));
+}
+
+TEST(FeedPeriod, WithoutLiveHintsOrSoonAfterAChangeTheFeedPollsEachPeriod) {
+  const auto o = hinted_options();
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(feed_period(o, false, true, t0, std::nullopt), seconds(1))
+      << "no hints: polling is all";
+  EXPECT_EQ(feed_period(o, true, true, t0, t0 - seconds(9)), seconds(1))
+      << "what follows a change (a job's nodes powering up) may leave no line to hint it";
+  FeedOptions unset;
+  EXPECT_EQ(feed_period(unset, true, true, t0, std::nullopt), unset.period);
+}
+
+TEST(FeedPeriod, WhatSlurmMayChangeWithoutALogLineKeepsTheFeedPolling) {
+  const auto o = hinted_options();
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(feed_period(o, true, false, t0, std::nullopt), seconds(1));
+
+  SlurmSnapshot s{std::make_shared<std::map<std::string, Node>>(),
+                  std::make_shared<std::map<int64_t, Job>>()};
+  EXPECT_TRUE(settled(s));
+  auto nodes = std::make_shared<std::map<std::string, Node>>();
+  (*nodes)["n1"].state = {"IDLE"};
+  (*nodes)["n2"].state = {"ALLOCATED"};
+  auto jobs = std::make_shared<std::map<int64_t, Job>>();
+  (*jobs)[1].state = {"RUNNING"};
+  (*jobs)[2].state = {"COMPLETED"};
+  EXPECT_TRUE(settled({nodes, jobs})) << "a running job's end is in the log";
+  (*jobs)[3].state = {"PENDING"};
+  EXPECT_FALSE(settled({nodes, jobs})) << "the backfill scheduler may start it without a line";
+  jobs->erase(3);
+  (*nodes)["n3"].state = {"IDLE", "CLOUD", "POWERING_DOWN"};
+  EXPECT_FALSE(settled({nodes, jobs}));
+}
+
+TEST(HintedPoll, AHintAtRestIsReadAtOnceAndABurstIsOnePollAPeriod) {
+  const auto o = hinted_options();
+  const std::chrono::steady_clock::time_point t0{seconds(100)};
+  EXPECT_EQ(hinted_poll_at(o, t0, std::nullopt), t0 + milliseconds(20));
+  EXPECT_EQ(hinted_poll_at(o, t0, t0 - seconds(25)), t0 + milliseconds(20));
+  EXPECT_EQ(hinted_poll_at(o, t0, t0 - milliseconds(300)), t0 + milliseconds(700))
+      << "a poll started 300 ms ago: the next one a period after it";
+}
+
 TEST(ListTimeout, GrowsWithTheLastListAndStaysBounded) {
   EXPECT_EQ(list_timeout(milliseconds(0)), milliseconds(0)) << "no list yet: the client's own";
   EXPECT_EQ(list_timeout(milliseconds(2500)), milliseconds(10000));

@@ -299,7 +299,7 @@ operator: [enabled, replicas, leaderElection, image, imagePullPolicy, serviceAcc
            affinity, tolerations, topologySpreadConstraints, podSecurityContext, securityContext,
            pdb, logLevel, logFormat, namespaces, workers, accountingWorkers, controllerWorkers,
            loginsetWorkers, nodesetWorkers, restapiWorkers, tokenWorkers, slurmclientWorkers,
-           slurmCheckPeriod, mirrorSlurmDrains, drainOnNodeConditions, kubeApiQps, kubeApiBurst,
+           slurmCheckPeriod, slurmHintedPeriod, mirrorSlurmDrains, drainOnNodeConditions, kubeApiQps, kubeApiBurst,
            slurmrestdUrl, metricsPort, serviceMonitor, healthPort, metricsSecure, profile,
            profileAddr, extraArgs, resources]
 webhook: [enabled, replicas, image, imagePullPolicy, serviceAccount, logLevel, logFormat, port,
