@@ -79,6 +79,10 @@ void LogHints::stop_all() {
 
 bool LogHints::live(const std::string& key) const {
   std::lock_guard lock(mu_);
+  return live_locked(key);
+}
+
+bool LogHints::live_locked(const std::string& key) const {
   const auto it = followed_.find(key);
   if (it == followed_.end() || it->second.followers.empty()) {
     return false;
@@ -93,8 +97,8 @@ void LogHints::tell_feed(const std::string& key) {
   {
     std::lock_guard lock(mu_);
     followed = followed_.count(key) != 0;
+    is_live = live_locked(key);
   }
-  is_live = live(key);
   if (auto feed = slurm_.feed(key)) {
     feed->hints_live(is_live);
   }

@@ -61,6 +61,7 @@ class LogHints {
   void run(const std::string& key, Follower& f);
   // Tells the Controller's feed whether every follower is live.
   void tell_feed(const std::string& key);
+  bool live_locked(const std::string& key) const;  // under mu_
   static void halt(Followed& followed);
 
   kube::Client& kube_;
